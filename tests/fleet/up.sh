@@ -1,0 +1,121 @@
+#!/bin/bash
+# Bring the local fleet up: 2 stand-in Proxmox hypervisors and 3 LXC containers
+# (tests/fleet/README.md). Idempotent: what already runs is left alone, so a second
+# run takes seconds. Stale pieces (a netns whose sshd died with the last session,
+# a stopped container) are rebuilt or started.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+ensure_ssh_material() {
+  mkdir -p /run/sshd
+  [ -f "$SSH_KEY" ] || ssh-keygen -q -t ed25519 -N '' -C eagle3-lab -f "$SSH_KEY"
+  install -m 0600 "$SSH_KEY.pub" "$LAB/ssh/authorized_keys"
+  cat > "$LAB/ssh/sshd_config" <<CFG
+Port 22
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+AuthorizedKeysFile $LAB/ssh/authorized_keys
+UsePAM no
+PrintMotd no
+MaxStartups 100
+MaxSessions 100
+Subsystem sftp internal-sftp
+AcceptEnv LANG LC_*
+CFG
+}
+
+# lab-ctl: the switch every fleet host hangs off; the controller reaches it with
+# `ip netns exec lab-ctl nc` and adds nothing to the root netns
+ensure_switch() {
+  netns_exists lab-ctl && return 0
+  ip netns add lab-ctl
+  ip -n lab-ctl link set lo up
+  ip -n lab-ctl link add labbr0 type bridge
+  ip -n lab-ctl addr add 10.200.0.1/24 dev labbr0
+  ip -n lab-ctl link set labbr0 up
+}
+
+# a path a hypervisor bind-mounts over must exist on the host; remember the ones
+# we made so `make clean` removes exactly those
+ensure_mountpoint() {
+  [ -d "$1" ] && return 0
+  mkdir -p "$1"
+  echo "$1" >> "$LAB/run/mountpoints"
+}
+
+ensure_node() {
+  local name=$1 addr=$2 dir=$LAB/nodes/$1 pidfile=$LAB/run/sshd-$1.pid
+  mkdir -p "$dir/etc-pve/lxc" "$dir/lxc" "$dir/vz/template/cache" "$dir/sbin" "$dir/cgkeep"
+  # write in place: the running overlay keeps seeing the same inode
+  cat "$STANDINS/pct/pct" > "$dir/sbin/pct"; chmod 0755 "$dir/sbin/pct"
+  ln -f "$TEMPLATE" "$dir/vz/template/cache/$TEMPLATE_NAME"
+  { echo "127.0.0.1 localhost"; echo "$addr $name.lab $name"
+    fleet_rows ct | awk '{print $3, $2}'; } > "$dir/hosts"
+  if pid_alive "$pidfile" && netns_exists "lab-$name"; then return 0; fi
+
+  log "starting hypervisor $name ($addr)"
+  [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+  netns_exists "lab-$name" && ip netns del "lab-$name"
+  ip -n lab-ctl link del "v$name" 2>/dev/null || true
+  ip netns add "lab-$name"
+  ip -n "lab-$name" link set lo up
+  ip -n "lab-$name" link add vmbr0 type bridge
+  ip -n "lab-$name" addr add "$addr/24" dev vmbr0
+  ip -n "lab-$name" link set vmbr0 up
+  ip -n "lab-$name" link add uplink type veth peer name "v$name" netns lab-ctl
+  ip -n "lab-$name" link set uplink master vmbr0 up
+  ip -n lab-ctl link set "v$name" master labbr0 up
+  ip -n "lab-$name" route add default via 10.200.0.1
+  [ -f "$LAB/ssh/hostkey-$name" ] || ssh-keygen -q -t ed25519 -N '' -f "$LAB/ssh/hostkey-$name"
+  ensure_mountpoint /etc/pve
+  ensure_mountpoint /var/lib/vz
+  mkdir -p /var/lib/lxc
+  # `ip netns exec` would remount /sys without the cgroup tree LXC needs, and plain
+  # nsenter keeps the host's /sys where vmbr0 is invisible: so enter the netns, then
+  # in a private mount ns park the cgroups, mount a fresh sysfs, move them back.
+  nsenter --net="/run/netns/lab-$name" unshare --uts --mount --propagation private sh -c "
+    set -e
+    hostname $name
+    mount --rbind /sys/fs/cgroup $dir/cgkeep
+    mount -t sysfs sysfs /sys
+    mount --move $dir/cgkeep /sys/fs/cgroup
+    mount --bind $dir/hosts /etc/hosts
+    mount --bind $dir/etc-pve /etc/pve
+    mount --bind $dir/lxc /var/lib/lxc
+    mount --bind $dir/vz /var/lib/vz
+    mount -t overlay overlay -o lowerdir=$dir/sbin:/usr/sbin /usr/sbin
+    exec /usr/sbin/sshd -D -e -f $LAB/ssh/sshd_config -h $LAB/ssh/hostkey-$name -o PidFile=none
+  " > "$LAB/run/sshd-$name.log" 2>&1 &
+  echo $! > "$pidfile"
+  wait_ssh_port "$addr" || { cat "$LAB/run/sshd-$name.log" >&2; log "hypervisor $name: sshd did not come up"; exit 1; }
+}
+
+node_addr() { fleet_rows node | awk -v n="$1" '$2 == n {print $3}'; }
+
+ensure_container() {
+  local name=$1 addr=$2 node=$3 vmid=$4 node_addr rootfs
+  node_addr=$(node_addr "$node")
+  rootfs=$LAB/nodes/$node/lxc/$vmid/rootfs
+  if [ ! -f "$LAB/nodes/$node/etc-pve/lxc/$vmid.conf" ]; then
+    log "creating container $name (vmid $vmid on $node)"
+    fleet_ssh "$node_addr" pct create "$vmid" "local:vztmpl/$TEMPLATE_NAME" \
+      --hostname "$name" --memory 4096 --swap 0 --cores 2 \
+      --net0 "name=eth0,bridge=vmbr0,ip=$addr/24,gw=10.200.0.1" \
+      --ssh-public-keys "$SSH_KEY.pub"
+  fi
+  # the stand-in nvidia-smi: refreshed each time so the fleet runs this checkout's
+  bash "$STANDINS/nvidia_smi/install.sh" --root "$rootfs" >/dev/null
+  if [ "$(fleet_ssh "$node_addr" pct status "$vmid")" != "status: running" ]; then
+    log "starting container $name"
+    fleet_ssh "$node_addr" pct start "$vmid"
+  fi
+  wait_ssh_port "$addr" 150 || { log "container $name: sshd did not come up"; exit 1; }
+}
+
+TEMPLATE=$(bash "$FLEET_DIR/rootfs.sh" | tail -n 1)
+ensure_ssh_material
+ensure_switch
+while read -r _ name addr; do ensure_node "$name" "$addr"; done < <(fleet_rows node)
+while read -r _ name addr node vmid; do ensure_container "$name" "$addr" "$node" "$vmid"; done < <(fleet_rows ct)
+log "fleet is up: $(fleet_rows node | wc -l) hypervisors, $(fleet_rows ct | wc -l) containers"
