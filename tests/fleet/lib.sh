@@ -11,10 +11,11 @@ SSH_KEY=$LAB/ssh/id_ed25519
 TEMPLATE_NAME=debian-12-eagle3_amd64.tar
 fleet_rows() { grep -Ev '^\s*(#|$)' "$FLEET_DIR/fleet.conf" | awk -v k="$1" '$1 == k'; }
 
-# ssh to a fleet address from the root netns, through the lab-ctl switch
+# ssh to a fleet address from the root netns, through the lab-ctl switch (-n: it
+# must not eat the stdin of the `while read` loops that call it)
 fleet_ssh() {
   local addr=$1; shift
-  ssh -i "$SSH_KEY" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
+  ssh -n -i "$SSH_KEY" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
     -o LogLevel=ERROR -o ConnectTimeout=5 -o "ProxyCommand=ip netns exec lab-ctl nc %h %p" "root@$addr" "$@"
 }
 

@@ -7,7 +7,8 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 PACKAGES=systemd,systemd-sysv,dbus,python3,python3-venv,sudo,iproute2,procps,psmisc,openssh-server,ca-certificates
-tar=$LAB/cache/rootfs-$(echo "$PACKAGES" | sha256sum | cut -c1-12).tar
+# the name changes with the package list and with this script, so an edit rebuilds it
+tar=$LAB/cache/rootfs-$(cat "$0" | sha256sum | cut -c1-12).tar
 if [ -f "$tar" ]; then echo "$tar"; exit 0; fi
 
 mirror=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
@@ -20,12 +21,15 @@ debootstrap --variant=minbase --include="$PACKAGES" bookworm "$work" "$mirror" >
 # sshd host keys are made per container at first boot, not baked into the template
 rm -f "$work"/etc/ssh/ssh_host_*
 mkdir -p "$work/etc/systemd/system/ssh.service.d"
-printf '[Service]\nExecStartPre=/usr/bin/ssh-keygen -A\n' > "$work/etc/systemd/system/ssh.service.d/hostkeys.conf"
+# (Proxmox makes them at `pct create`; this covers a template used without it)
+printf '[Service]\nExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\nExecStartPre=/usr/sbin/sshd -t\n' \
+  > "$work/etc/systemd/system/ssh.service.d/hostkeys.conf"
 # a container has no console to log in on, and these only slow the boot
 for u in getty@tty1.service console-getty.service systemd-networkd-wait-online.service; do
   ln -sf /dev/null "$work/etc/systemd/system/$u"
 done
 apt_clean=("$work"/var/cache/apt/archives/*.deb); rm -f "${apt_clean[@]}"
 tar -C "$work" --numeric-owner -cf "$tar.part" . && mv "$tar.part" "$tar"
+find "$LAB/cache" -maxdepth 1 -name "rootfs-*.tar" ! -path "$tar" -delete   # older templates
 rm -rf "$work"
 echo "$tar"

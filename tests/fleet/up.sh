@@ -105,7 +105,7 @@ ensure_container() {
       --ssh-public-keys "$SSH_KEY.pub"
   fi
   # the stand-in nvidia-smi: refreshed each time so the fleet runs this checkout's
-  bash "$STANDINS/nvidia_smi/install.sh" --root "$rootfs" >/dev/null
+  bash "$STANDINS/nvidia_smi/install.sh" --root "$rootfs" --dev-files >/dev/null
   if [ "$(fleet_ssh "$node_addr" pct status "$vmid")" != "status: running" ]; then
     log "starting container $name"
     fleet_ssh "$node_addr" pct start "$vmid"
