@@ -1,0 +1,49 @@
+"""The local fleet's own promises: a second `up` reuses what runs, and the
+hypervisors are separate hosts with their own name and containers."""
+
+import os
+import subprocess
+import time
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+UP = os.path.join(REPO, 'tests', 'fleet', 'up.sh')
+LAB = os.environ.get('EAGLE3_LAB', '/var/lib/eagle3-lab')
+
+
+def fleet_ssh(address, *argv):
+    return subprocess.run(
+        ['ssh', '-n', '-i', LAB + '/ssh/id_ed25519', '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no',
+         '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=ERROR',
+         '-o', 'ProxyCommand=ip netns exec lab-ctl nc %h %p', 'root@' + address] + list(argv),
+        capture_output=True, text=True, timeout=60)
+
+
+def test_up_twice_reuses_the_fleet():
+    first = subprocess.run(['bash', UP], capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    started = time.monotonic()
+    second = subprocess.run(['bash', UP], capture_output=True, text=True)
+    elapsed = time.monotonic() - started
+    assert second.returncode == 0, second.stderr
+    assert 'creating' not in second.stderr and 'starting' not in second.stderr, second.stderr
+    assert elapsed < 30, 'a converged fleet should come up in seconds, took %.1f s' % elapsed
+
+
+def test_each_hypervisor_is_its_own_host():
+    for address, name, vmids in (('10.200.0.2', 'pve1', ['101', '102']), ('10.200.0.3', 'pve2', ['103'])):
+        result = fleet_ssh(address, 'hostname; pct list')
+        assert result.returncode == 0, result.stderr
+        lines = result.stdout.splitlines()
+        assert lines[0] == name
+        assert lines[1].startswith('VMID ')
+        assert [line.split()[0] for line in lines[2:]] == vmids
+        assert all(line.split()[1] == 'running' for line in lines[2:])
+
+
+def test_containers_see_their_own_address_and_stand_in_nvidia_smi():
+    for address, name in (('10.200.0.101', 'ct1'), ('10.200.0.102', 'ct2'), ('10.200.0.103', 'ct3')):
+        result = fleet_ssh(address, 'hostname; cat /proc/1/comm; nvidia-smi -L')
+        assert result.returncode == 0, result.stderr
+        lines = result.stdout.splitlines()
+        assert lines[:2] == [name, 'systemd']
+        assert lines[2].startswith('GPU 0: NVIDIA H200 (UUID: GPU-')
