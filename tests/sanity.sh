@@ -6,12 +6,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
-dest=.ansible/sanity/ansible_collections/eagle3/extraction
-rm -rf "$dest"; mkdir -p "$dest"
+# a private copy per run: several runs may overlap on one machine
+mkdir -p .ansible/sanity
+work=$(mktemp -d "$PWD/.ansible/sanity/run.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+dest=$work/ansible_collections/eagle3/extraction
+mkdir -p "$dest"
 git ls-files --cached --others --exclude-standard -z | xargs -0 cp --parents -t "$dest" 2>/dev/null || true
 cd "$dest"
 # ansible-test only looks at files git knows of when it finds a repository
 git init -q && git add -A >/dev/null
 export PATH=$OLDPWD/$VENV/bin:$PATH
-exec ansible-test sanity --venv --python "$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
+ansible-test sanity --venv --python "$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
   --requirements --color no "$@"
