@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # `make test`: every check of the project, in order, each timed. A failing step does
 # not stop the others; the run fails if any step failed. Ends with a timing table.
 set -uo pipefail

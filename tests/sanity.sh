@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # ansible-test sanity on the collection, without docker: ansible-test needs the
 # collection under .../ansible_collections/<ns>/<name>, so the tracked files (and
 # new, not yet ignored ones) are copied there first.

@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Debian/Ubuntu packages the local fleet and the tests need (root). Skips apt when
 # everything is installed already.
 set -euo pipefail

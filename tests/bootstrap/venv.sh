@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Controller virtualenv (.venv) with the pinned toolchain, and the collections we
 # depend on cut out of the `ansible` community wheel (Galaxy is not reachable here;
 # users who have Galaxy use requirements.yml instead).

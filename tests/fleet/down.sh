@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Remove everything tests/fleet/up.sh made, by name or recorded PID, nothing else:
 # the containers of the fleet's hypervisors, their sshd, the lab-* network
 # namespaces, the ssh proxies into them, and the mount points up.sh created.

@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Debian bookworm root filesystem with systemd as PID 1 and sshd, made with
 # debootstrap from the machine's own apt mirror (no image registry involved).
 # Cached: rebuilt only when the package list below changes.

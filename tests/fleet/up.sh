@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Bring the local fleet up: 2 stand-in Proxmox hypervisors and 3 LXC containers
 # (tests/fleet/README.md). Idempotent: what already runs is left alone, so a second
 # run takes seconds. Stale pieces (a netns whose sshd died with the last session,
