@@ -1,0 +1,129 @@
+#!/bin/bash
+# Real GPU proof of eagle3.extraction.gpu_check (issue 4), on the GPU machine
+# (../shared/recipes/gpu-device.md): connection local, ansible-core from the carried
+# wheels in .whl/, the machine's real nvidia-smi and CUDA.
+#
+#   1 idle     gpu_check passes (driver >= 580, NVIDIA H200, every GPU at 0 MiB, no
+#              process, persistence mode on, driver == this machine's kernel module)
+#   2 busy     a python3 process allocates on every GPU with torch and ignores SIGTERM:
+#              gpu_check fails, naming the PID and the MiB
+#   3 reclaim  gpu_check_reclaim: true kills that process (SIGTERM ignored -> SIGKILL)
+#              and gpu_check passes; nvidia-smi then shows 0 MiB on every GPU
+#
+# Usage (from the repository root, on the GPU machine):  bash tests/gpu/gpu_check_proof.sh
+# Exit code 0 only if all three cases came out as above.
+# Rehearsal without a GPU: GPU_PROOF_HOLDER='python3 tests/standins/nvidia_smi/nvidia-smi-standin
+#   hold --gpu all --mib 20000 --ignore-sigterm' GPU_PROOF_NVIDIA_SMI=<stand-in> GPU_PROOF_HYPERVISOR=''
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+REPO=$PWD
+WORK=${GPU_PROOF_WORK:-/tmp/gpu_check_proof}
+HOLDER_MIB=${GPU_PROOF_HOLDER_MIB:-20000}
+NVIDIA_SMI=${GPU_PROOF_NVIDIA_SMI:-nvidia-smi}
+HYPERVISOR=${GPU_PROOF_HYPERVISOR-localhost}
+rm -rf "$WORK"; mkdir -p "$WORK/collections/ansible_collections/eagle3"
+
+# ansible-core from the carried wheels, unless there already is one
+if ! command -v ansible-playbook >/dev/null && [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
+fi
+ln -sfn "$REPO" "$WORK/collections/ansible_collections/eagle3/extraction"
+export ANSIBLE_COLLECTIONS_PATH=$WORK/collections ANSIBLE_ROLES_PATH=$REPO/roles
+export ANSIBLE_INJECT_FACT_VARS=false ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1 ANSIBLE_LOCALHOST_WARNING=false
+export ANSIBLE_PYTHON_INTERPRETER=$(command -v python3)
+
+HOLDER_PID=
+cleanup() {
+  # only the holder this script started
+  if [ -n "$HOLDER_PID" ] && kill -0 "$HOLDER_PID" 2>/dev/null; then kill -9 "$HOLDER_PID"; fi
+}
+trap cleanup EXIT
+
+gpu_memory() { "$NVIDIA_SMI" --query-gpu=index,memory.used --format=csv,noheader,nounits | tr '\n' ';'; }
+
+run_case() {  # case reclaim -> writes $WORK/<case>.json and .log
+  local case=$1 reclaim=$2 t0=$SECONDS
+  ansible-playbook -i localhost, tests/gpu/gpu_check_proof.yml \
+    -e "proof_case=$case proof_reclaim=$reclaim proof_result=$WORK/$case.json" \
+    -e "proof_hypervisor=$HYPERVISOR proof_gpu_count=$GPU_COUNT" \
+    -e "proof_nvidia_smi_path=$([ "$NVIDIA_SMI" = nvidia-smi ] || echo "$NVIDIA_SMI")" \
+    >"$WORK/$case.log" 2>&1
+  echo "$case: ansible-playbook rc $? in $((SECONDS - t0)) s" >>"$WORK/timing.txt"
+  [ -f "$WORK/$case.json" ] || { echo "no result for $case; log:"; tail -40 "$WORK/$case.log"; return 1; }
+}
+
+field() {  # json-file python-expression-on-r
+  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"
+}
+
+echo "== gpu_check real GPU proof ($(date -u +%FT%TZ), $(hostname)) =="
+echo "[machine] $("$NVIDIA_SMI" --query-gpu=index,name,driver_version,memory.used,persistence_mode --format=csv,noheader | tr '\n' ';')"
+echo "[machine] kernel module: $(head -1 /proc/driver/nvidia/version 2>/dev/null || echo none)"
+echo "[machine] $(ansible-playbook --version | head -1), python $(python3 -c 'import platform; print(platform.python_version())')"
+GPU_COUNT=$("$NVIDIA_SMI" -L | grep -c '^GPU ')
+passed=0
+
+# ---- 1 idle
+run_case idle false
+if [ "$(field "$WORK/idle.json" "r['passed']")" = True ]; then
+  passed=$((passed + 1))
+  echo "[1 idle]    PASS  gpu_check passed: $(field "$WORK/idle.json" \
+    "'driver %s (CUDA %s), kernel module %s, interconnect %s, GPUs: %s' % (r['driver_version'], r['cuda_version'],
+     (r['kernel_module'] or {}).get('version'), r['interconnect'],
+     ', '.join('%d %s %d MiB persistence %s' % (g['index'], g['name'], g['memory_used_mib'], g['persistence_mode'])
+               for g in r['gpus']))")"
+else
+  echo "[1 idle]    FAIL  gpu_check failed on idle GPUs: $(field "$WORK/idle.json" "' | '.join(r['messages'])")"
+fi
+
+# ---- 2 busy: a holder on every GPU that ignores SIGTERM
+cat >"$WORK/holder.py" <<'PY'
+import os, signal, sys, time, torch
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+n = int(sys.argv[1]) * 2**20
+held = [torch.empty(n, dtype=torch.uint8, device="cuda:%d" % i) for i in range(torch.cuda.device_count())]
+for i in range(torch.cuda.device_count()):
+    torch.cuda.synchronize(i)
+print("holding pid=%d gpus=%d mib=%s" % (os.getpid(), len(held), sys.argv[1]), flush=True)
+while True:
+    time.sleep(3600)
+PY
+setsid bash -c "exec ${GPU_PROOF_HOLDER:-python3 $WORK/holder.py $HOLDER_MIB}" </dev/null >"$WORK/holder.log" 2>&1 &
+disown  # its SIGKILL is the point, not a job to report
+for _ in $(seq 600); do grep -q 'holding pid=' "$WORK/holder.log" && break; sleep 0.2; done
+HOLDER_PID=$(grep -o 'holding pid=[0-9]*' "$WORK/holder.log" | cut -d= -f2)
+if [ -z "$HOLDER_PID" ]; then
+  echo "[2 busy]    FAIL  the holder did not start:"; cat "$WORK/holder.log"; exit 1
+fi
+echo "[holder]    PID $HOLDER_PID ($(tr '\0' ' ' </proc/$HOLDER_PID/cmdline | cut -c1-40)...), SigIgn $(awk '/SigIgn/ {print $2}' /proc/$HOLDER_PID/status); nvidia-smi: $(gpu_memory)"
+
+run_case busy false
+message=$(field "$WORK/busy.json" "' | '.join(r.get('messages', []))")
+if [ "$(field "$WORK/busy.json" "r['passed']")" = False ] && [[ $message == *"PID $HOLDER_PID (python3, "*" MiB)"* ]] \
+   && [[ $message == *"MiB in use; gpu_check_memory_used_max_mib is 0"* ]]; then
+  passed=$((passed + 1))
+  echo "[2 busy]    PASS  gpu_check failed as it must, in task '$(field "$WORK/busy.json" "r['failed_task']")':"
+else
+  echo "[2 busy]    FAIL  expected a failure naming PID $HOLDER_PID and its MiB; got passed=$(field "$WORK/busy.json" "r['passed']"):"
+fi
+field "$WORK/busy.json" "'\n'.join('              ' + m for m in r.get('messages', []))"
+
+# ---- 3 reclaim
+run_case reclaim true
+after=$(gpu_memory)
+if [ "$(field "$WORK/reclaim.json" "r['passed']")" = True ] && ! kill -0 "$HOLDER_PID" 2>/dev/null \
+   && [ -z "$(echo "$after" | tr ';' '\n' | awk -F', ' 'NF == 2 && $2 != 0')" ]; then
+  passed=$((passed + 1))
+  echo "[3 reclaim] PASS  gpu_check_reclaim killed PID $HOLDER_PID and gpu_check passed: $(field "$WORK/reclaim.json" \
+    "'signals %s, GPU memory %s, reclaim took %ss' % (
+       ', '.join('%s %s' % (k['signal'], k['pid']) for k in r['reclaim']['killed']),
+       ' -> '.join(str(p['used_mib']) for p in r['reclaim'].get('gpu_memory_progress', [])),
+       r['reclaim']['elapsed'])")"
+else
+  echo "[3 reclaim] FAIL  passed=$(field "$WORK/reclaim.json" "r['passed']"), holder alive: $(kill -0 "$HOLDER_PID" 2>/dev/null && echo yes || echo no); $(field "$WORK/reclaim.json" "' | '.join(r.get('messages', []))")"
+fi
+echo "[after]     nvidia-smi index, memory.used: $after"
+sed 's/^/[timing]    /' "$WORK/timing.txt"
+echo "RESULT: $passed/3 cases as expected"
+[ "$passed" = 3 ]
