@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Real GPU proof of eagle3.extraction.process_reclaim (issue 3), on the GPU machine
+# (../shared/recipes/gpu-device.md): connection local, ansible-core from the carried
+# wheels in .whl/, the machine's real nvidia-smi and CUDA.
+#
+# A python3 process started with setsid allocates GPU memory with torch on every GPU
+# and ignores SIGTERM. Then process_reclaim with gpu_holders: true, match: [] and
+# gpu_memory_max_mib: 0 runs three times:
+#   1 check mode  reports exactly that process in would_kill and kills nothing
+#                 (if anything else on the machine would be killed, the script stops here)
+#   2 reclaim     SIGTERM (ignored), SIGKILL, and every GPU back at 0 MiB
+#   3 again       changed: false, nothing matched
+#
+# Usage (from the repository root, on the GPU machine):  bash tests/gpu/reclaim_gpu_proof.sh
+# Exit code 0 only if all three came out as above.
+# Rehearsal without a GPU (stand-in nvidia-smi; its holder opens no real device):
+#   GPU_PROOF_NVIDIA_SMI=$PWD/tests/standins/nvidia_smi/nvidia-smi \
+#   GPU_PROOF_HOLDER='python3 tests/standins/nvidia_smi/nvidia-smi-standin hold --gpu all --mib 20000 --ignore-sigterm' \
+#   bash tests/gpu/reclaim_gpu_proof.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+REPO=$PWD
+WORK=${GPU_PROOF_WORK:-/tmp/reclaim_gpu_proof}
+HOLDER_MIB=${GPU_PROOF_HOLDER_MIB:-20000}
+NVIDIA_SMI=${GPU_PROOF_NVIDIA_SMI:-nvidia-smi}
+rm -rf "$WORK"; mkdir -p "$WORK/collections/ansible_collections/eagle3"
+
+# ansible-core from the carried wheels, unless there already is one
+if ! command -v ansible-playbook >/dev/null && [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
+fi
+ln -sfn "$REPO" "$WORK/collections/ansible_collections/eagle3/extraction"
+export ANSIBLE_COLLECTIONS_PATH=$WORK/collections
+export ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1 ANSIBLE_LOCALHOST_WARNING=false
+ANSIBLE_PYTHON_INTERPRETER=$(command -v python3)
+export ANSIBLE_PYTHON_INTERPRETER
+
+HOLDER_PID=
+cleanup() {
+  # only the holder this script started
+  if [ -n "$HOLDER_PID" ] && kill -0 "$HOLDER_PID" 2>/dev/null; then kill -9 "$HOLDER_PID"; fi
+}
+trap cleanup EXIT
+
+gpu_memory() { "$NVIDIA_SMI" --query-gpu=index,memory.used --format=csv,noheader,nounits | tr '\n' ';'; }
+
+run_case() {  # case check(true|false) -> $WORK/<case>.json
+  local case=$1 check=$2 t0=$SECONDS
+  ansible-playbook -i localhost, tests/gpu/reclaim_gpu_proof.yml \
+    -e "proof_result=$WORK/$case.json proof_check=$check" \
+    -e "proof_nvidia_smi_path=$([ "$NVIDIA_SMI" = nvidia-smi ] || echo "$NVIDIA_SMI")" \
+    >"$WORK/$case.log" 2>&1
+  echo "$case: ansible-playbook rc $? in $((SECONDS - t0)) s" >>"$WORK/timing.txt"
+  [ -f "$WORK/$case.json" ] || { echo "no result for $case; log:"; tail -40 "$WORK/$case.log"; return 1; }
+}
+
+field() {  # json-file python-expression-on-r
+  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"
+}
+
+echo "== process_reclaim real GPU proof ($(date -u +%FT%TZ), $(hostname)) =="
+echo "[machine]   $("$NVIDIA_SMI" --query-gpu=index,name,driver_version,memory.used --format=csv,noheader | tr '\n' ';')"
+echo "[machine]   $(ansible-playbook --version 2>/dev/null | sed -n 1p), python $(python3 -c 'import platform; print(platform.python_version())')"
+passed=0
+
+# the holder: every GPU, SIGTERM ignored, its own session
+cat >"$WORK/holder.py" <<'PY'
+import os, signal, sys, time, torch
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+n = int(sys.argv[1]) * 2**20
+held = [torch.empty(n, dtype=torch.uint8, device="cuda:%d" % i) for i in range(torch.cuda.device_count())]
+for i in range(torch.cuda.device_count()):
+    torch.cuda.synchronize(i)
+print("holding pid=%d gpus=%d mib=%s" % (os.getpid(), len(held), sys.argv[1]), flush=True)
+while True:
+    time.sleep(3600)
+PY
+setsid bash -c "exec ${GPU_PROOF_HOLDER:-python3 $WORK/holder.py $HOLDER_MIB}" </dev/null >"$WORK/holder.log" 2>&1 &
+disown
+for _ in $(seq 600); do grep -q 'holding pid=' "$WORK/holder.log" && break; sleep 0.2; done
+HOLDER_PID=$(grep -o 'holding pid=[0-9]*' "$WORK/holder.log" | cut -d= -f2)
+if [ -z "$HOLDER_PID" ]; then
+  echo "FAIL  the holder did not start:"; cat "$WORK/holder.log"; exit 1
+fi
+devices=0
+for fd in /proc/"$HOLDER_PID"/fd/*; do [[ $(readlink "$fd") == /dev/nvidia* ]] && devices=$((devices + 1)); done
+echo "[holder]    PID $HOLDER_PID, SigIgn $(awk '/SigIgn/ {print $2}' /proc/"$HOLDER_PID"/status), nvidia devices open: $devices; nvidia-smi: $(gpu_memory)"
+
+# ---- 1 check mode
+run_case check true || exit 1
+would_kill=$(field "$WORK/check.json" "r.get('would_kill')")
+if [ "$would_kill" = "[$HOLDER_PID]" ] && [ "$(field "$WORK/check.json" "r['killed']")" = "[]" ] \
+   && kill -0 "$HOLDER_PID" 2>/dev/null; then
+  passed=$((passed + 1))
+  echo "[1 check]   PASS  would_kill $would_kill, matched by $(field "$WORK/check.json" "r['matched'][0]['matched_by']"), nothing killed; GPU memory $(field "$WORK/check.json" "[g['memory_used_mib'] for g in r['gpu_memory_before']]") MiB"
+else
+  echo "[1 check]   FAIL  would_kill $would_kill (expected [$HOLDER_PID]); protected: $(field "$WORK/check.json" "[(p['pid'], p['cmdline'][:40], p['reason']) for p in r.get('protected', [])]")"
+  echo "            not running the real reclaim: it would touch more than the holder"
+  exit 1
+fi
+
+# ---- 2 reclaim
+run_case reclaim false
+after=$(gpu_memory)
+if [ "$(field "$WORK/reclaim.json" "r.get('failed', False)")" = False ] && ! kill -0 "$HOLDER_PID" 2>/dev/null \
+   && [ -z "$(echo "$after" | tr ';' '\n' | awk -F', ' 'NF == 2 && $2 != 0')" ]; then
+  passed=$((passed + 1))
+  echo "[2 reclaim] PASS  $(field "$WORK/reclaim.json" \
+    "'signals: %s; GPU memory before %s MiB, after %s MiB; progress %s; elapsed %ss' % (
+       ', '.join('%s %s' % (k['signal'], k['pid']) for k in r['killed']),
+       [g['memory_used_mib'] for g in r['gpu_memory_before']], [g['memory_used_mib'] for g in r['gpu_memory_after']],
+       ' -> '.join('%s@%ss' % (p['used_mib'], p['elapsed']) for p in r['gpu_memory_progress']), r['elapsed'])")"
+else
+  echo "[2 reclaim] FAIL  $(field "$WORK/reclaim.json" "r.get('msg')"); holder alive: $(kill -0 "$HOLDER_PID" 2>/dev/null && echo yes || echo no); nvidia-smi: $after"
+fi
+
+# ---- 3 again
+run_case again false
+if [ "$(field "$WORK/again.json" "r['changed']")" = False ] && [ "$(field "$WORK/again.json" "r['matched']")" = "[]" ]; then
+  passed=$((passed + 1))
+  echo "[3 again]   PASS  changed: false, nothing matched; GPU memory $(field "$WORK/again.json" "[g['memory_used_mib'] for g in r['gpu_memory_after']]") MiB"
+else
+  echo "[3 again]   FAIL  changed=$(field "$WORK/again.json" "r['changed']") matched=$(field "$WORK/again.json" "r.get('matched')")"
+fi
+echo "[after]     nvidia-smi index, memory.used: $after"
+sed 's/^/[timing]    /' "$WORK/timing.txt"
+echo "RESULT: $passed/3 cases as expected"
+[ "$passed" = 3 ]

@@ -1,0 +1,84 @@
+"""Bad option values of port_reclaim and process_reclaim fail before anything is
+read or signalled, with a message naming the option and what is allowed.
+The modules run in-process (ansible-core's patch_module_args)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / '.ansible' / 'collections'))
+
+from ansible.module_utils.testing import patch_module_args  # noqa: E402
+from ansible_collections.eagle3.extraction.plugins.modules import port_reclaim, process_reclaim  # noqa: E402
+
+
+def run(module, args, capsys):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            module.main()
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize('args, message', [
+    ({'port': 0}, 'port must be between 1 and 65535, got 0'),
+    ({'port': 70000}, 'port must be between 1 and 65535, got 70000'),
+    ({'port': 8000, 'address': 'localhost'}, "address must be an IPv4 or IPv6 address (or omitted for any), got 'localhost'"),
+    ({'port': 8000, 'signal_timeout': -1}, 'signal_timeout must be 0 or more seconds'),
+    ({'port': 8000, 'kill_timeout': -0.5}, 'kill_timeout must be 0 or more seconds'),
+    ({'port': 8000, 'vmid': 7}, 'vmid must be a Proxmox container id between 100 and 999999999, got 7'),
+])
+def test_port_reclaim_bad_values(args, message, capsys):
+    result = run(port_reclaim, args, capsys)
+    assert result['failed'] is True and message in result['msg']
+
+
+def test_port_reclaim_reports_every_bad_value_at_once(capsys):
+    result = run(port_reclaim, {'port': 70000, 'address': 'x', 'vmid': 1}, capsys)
+    assert 'port must be' in result['msg'] and 'address must be' in result['msg'] and 'vmid must be' in result['msg']
+
+
+@pytest.mark.parametrize('args, message', [
+    ({'match': ['sglang::(']}, "match: 'sglang::(' is not a valid regular expression"),
+    ({'match': []}, 'match is empty and gpu_holders is false'),
+    ({'exclude': [0]}, 'exclude must list PIDs (integers above 0), got [0]'),
+    ({'gpu_memory_max_mib': -1}, 'gpu_memory_max_mib must be 0 or more MiB, got -1'),
+    ({'gpu_wait_timeout': -1}, 'gpu_wait_timeout must be 0 or more seconds'),
+    ({'nvidia_smi_path': '/nonexistent/nvidia-smi'}, 'nvidia_smi_path /nonexistent/nvidia-smi is not an executable file'),
+    ({'vmid': 1000000000}, 'vmid must be a Proxmox container id'),
+])
+def test_process_reclaim_bad_values(args, message, capsys):
+    result = run(process_reclaim, args, capsys)
+    assert result['failed'] is True and message in result['msg']
+
+
+def test_vmid_off_a_hypervisor_says_where_to_run(capsys, monkeypatch):
+    monkeypatch.setenv('PATH', '/nonexistent')
+    result = run(port_reclaim, {'port': 8000, 'vmid': 101}, capsys)
+    assert result['failed'] is True
+    assert 'pct was not found; run the module on the Proxmox hypervisor that hosts container 101' in result['msg']
+
+
+def test_gpu_wait_without_nvidia_smi_fails_clearly(capsys, monkeypatch):
+    monkeypatch.setenv('PATH', '/nonexistent')
+    result = run(process_reclaim, {'match': [r'^no-such-process-\d+$'], 'gpu_memory_max_mib': 0}, capsys)
+    assert result['failed'] is True and 'nvidia-smi was not found' in result['msg']
+
+
+def test_broken_driver_fails_a_gpu_wait_with_the_cause(capsys, tmp_path, monkeypatch):
+    standin = REPO / 'tests' / 'standins' / 'nvidia_smi' / 'nvidia-smi'
+    if not standin.exists():
+        pytest.skip('the stand-in nvidia-smi is missing')
+    conf = tmp_path / 'standin.conf'
+    conf.write_text('mode=driver-not-loaded\n')
+    monkeypatch.setenv('NVIDIA_SMI_STANDIN_CONF', str(conf))
+    monkeypatch.setenv('NVIDIA_SMI_STANDIN_STATE', str(tmp_path / 'state.json'))
+    monkeypatch.setenv('NVIDIA_SMI_STANDIN_DATA', str(REPO / 'tests' / 'fixtures' / 'nvidia-smi'))
+    result = run(process_reclaim, {'match': [r'^no-such-process-\d+$'], 'gpu_memory_max_mib': 0,
+                                   'nvidia_smi_path': str(standin)}, capsys)
+    assert result['failed'] is True
+    assert 'nvidia-smi does not work' in result['msg'] and 'NVIDIA driver not loaded' in result['msg']
