@@ -2,7 +2,7 @@
 # `make test`: every check of the project, in order, each timed. A failing step does
 # not stop the others; the run fails if any step failed. Ends with a timing table.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 export PATH=$PWD/.venv/bin:$PATH
 export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
 
@@ -20,8 +20,9 @@ step fleet bash tests/fleet/up.sh
 step ansible-lint ansible-lint --profile production
 step sanity bash tests/sanity.sh
 step pytest pytest -q tests
-for scenario in $(ls molecule); do
-  [ -f "molecule/$scenario/molecule.yml" ] && step "molecule:$scenario" molecule test -s "$scenario"
+for config in molecule/*/molecule.yml; do
+  scenario=$(basename "$(dirname "$config")")
+  step "molecule:$scenario" molecule test -s "$scenario"
 done
 
 failed=0

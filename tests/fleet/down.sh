@@ -20,8 +20,8 @@ stop_containers() {
     if pid_alive "$LAB/run/sshd-$node.pid"; then
       fleet_ssh "$addr" "pct stop $vmid" >/dev/null 2>&1
     fi
-    pids=$(container_pids "$vmid")
-    [ -n "$pids" ] && kill -9 $pids 2>/dev/null
+    mapfile -t pids < <(container_pids "$vmid")
+    [ ${#pids[@]} -gt 0 ] && kill -9 "${pids[@]}" 2>/dev/null
   done
 }
 
@@ -30,7 +30,8 @@ kill_sshd() {
   [ -f "$pidfile" ] || return 0
   pid=$(cat "$pidfile")
   # per-connection children would keep the deleted netns (and its veth) alive
-  kill $(ps --ppid "$pid" -o pid= 2>/dev/null) "$pid" 2>/dev/null
+  pkill -P "$pid" 2>/dev/null
+  kill "$pid" 2>/dev/null
   rm -f "$pidfile"
 }
 

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # settings used by the scripts that source this
 # Shared settings of the local fleet scripts (sourced, not run).
 # Everything the fleet makes is named lab-* / recorded under $LAB, so `make clean`
 # can remove exactly that and nothing else.

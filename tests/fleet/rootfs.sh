@@ -8,7 +8,7 @@ set -euo pipefail
 
 PACKAGES=systemd,systemd-sysv,dbus,python3,python3-venv,sudo,iproute2,procps,psmisc,openssh-server,ca-certificates
 # the name changes with the package list and with this script, so an edit rebuilds it
-tar=$LAB/cache/rootfs-$(cat "$0" | sha256sum | cut -c1-12).tar
+tar=$LAB/cache/rootfs-$(sha256sum < "$0" | cut -c1-12).tar
 if [ -f "$tar" ]; then echo "$tar"; exit 0; fi
 
 mirror=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)

@@ -55,7 +55,7 @@ ensure_node() {
   if pid_alive "$pidfile" && netns_exists "lab-$name"; then return 0; fi
 
   log "starting hypervisor $name ($addr)"
-  [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+  if [ -f "$pidfile" ]; then kill "$(cat "$pidfile")" 2>/dev/null || true; fi
   netns_exists "lab-$name" && ip netns del "lab-$name"
   ip -n lab-ctl link del "v$name" 2>/dev/null || true
   ip netns add "lab-$name"
