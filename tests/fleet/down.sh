@@ -4,6 +4,7 @@
 # namespaces, the ssh proxies into them, and the mount points up.sh created.
 # The cached rootfs template stays (remove $LAB/cache for a rebuild).
 set -uo pipefail
+# shellcheck source=tests/fleet/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 # host PIDs of an LXC container named <vmid> (payload and monitor cgroups)

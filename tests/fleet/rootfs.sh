@@ -4,6 +4,7 @@
 # Cached: rebuilt only when the package list below changes.
 #   -> $LAB/cache/rootfs-<hash>.tar  (the template `pct create` extracts)
 set -euo pipefail
+# shellcheck source=tests/fleet/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 PACKAGES=systemd,systemd-sysv,dbus,python3,python3-venv,sudo,iproute2,procps,psmisc,openssh-server,ca-certificates

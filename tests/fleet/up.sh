@@ -4,6 +4,7 @@
 # run takes seconds. Stale pieces (a netns whose sshd died with the last session,
 # a stopped container) are rebuilt or started.
 set -euo pipefail
+# shellcheck source=tests/fleet/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 ensure_ssh_material() {
