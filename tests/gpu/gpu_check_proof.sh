@@ -15,7 +15,7 @@
 # Rehearsal without a GPU: GPU_PROOF_HOLDER='python3 tests/standins/nvidia_smi/nvidia-smi-standin
 #   hold --gpu all --mib 20000 --ignore-sigterm' GPU_PROOF_NVIDIA_SMI=<stand-in> GPU_PROOF_HYPERVISOR=''
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 REPO=$PWD
 WORK=${GPU_PROOF_WORK:-/tmp/gpu_check_proof}
 HOLDER_MIB=${GPU_PROOF_HOLDER_MIB:-20000}
@@ -31,7 +31,8 @@ fi
 ln -sfn "$REPO" "$WORK/collections/ansible_collections/eagle3/extraction"
 export ANSIBLE_COLLECTIONS_PATH=$WORK/collections ANSIBLE_ROLES_PATH=$REPO/roles
 export ANSIBLE_INJECT_FACT_VARS=false ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1 ANSIBLE_LOCALHOST_WARNING=false
-export ANSIBLE_PYTHON_INTERPRETER=$(command -v python3)
+ANSIBLE_PYTHON_INTERPRETER=$(command -v python3)
+export ANSIBLE_PYTHON_INTERPRETER
 
 HOLDER_PID=
 cleanup() {
@@ -96,7 +97,7 @@ HOLDER_PID=$(grep -o 'holding pid=[0-9]*' "$WORK/holder.log" | cut -d= -f2)
 if [ -z "$HOLDER_PID" ]; then
   echo "[2 busy]    FAIL  the holder did not start:"; cat "$WORK/holder.log"; exit 1
 fi
-echo "[holder]    PID $HOLDER_PID ($(tr '\0' ' ' </proc/$HOLDER_PID/cmdline | cut -c1-40)...), SigIgn $(awk '/SigIgn/ {print $2}' /proc/$HOLDER_PID/status); nvidia-smi: $(gpu_memory)"
+echo "[holder]    PID $HOLDER_PID ($(tr '\0' ' ' <"/proc/$HOLDER_PID/cmdline" | cut -c1-40)...), SigIgn $(awk '/SigIgn/ {print $2}' "/proc/$HOLDER_PID/status"); nvidia-smi: $(gpu_memory)"
 
 run_case busy false
 message=$(field "$WORK/busy.json" "' | '.join(r.get('messages', []))")
