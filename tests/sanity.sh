@@ -6,6 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
+# ansible-test bootstraps pip in its venvs with a script from ci-files.testing.ansible.com,
+# which is not reachable here: give it ours (pip 25.2 is what ansible-core 2.21.5 pins)
+mkdir -p ~/.ansible/test/cache
+[ -f ~/.ansible/test/cache/get_pip_25_2.py ] || cp tests/bootstrap/get_pip.py ~/.ansible/test/cache/get_pip_25_2.py
 # a private copy per run: several runs may overlap on one machine
 mkdir -p .ansible/sanity
 work=$(mktemp -d "$PWD/.ansible/sanity/run.XXXXXX")

@@ -16,7 +16,9 @@ mirror=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev
 [ -n "$mirror" ] || mirror=$(awk '/^deb /{print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
 [ -n "$mirror" ] || mirror=http://deb.debian.org/debian
 work=$LAB/cache/rootfs.build
-rm -rf "$work"; mkdir -p "$work"
+# an interrupted debootstrap leaves /proc and /sys mounted inside: never rm -rf through them
+grep -o " $work/[^ ]*" /proc/mounts | sort -r | xargs -r umount -l
+rm -rf --one-file-system "$work"; mkdir -p "$work"
 debootstrap --variant=minbase --include="$PACKAGES" bookworm "$work" "$mirror" >"$LAB/cache/debootstrap.log" 2>&1 \
   || { tail -20 "$LAB/cache/debootstrap.log" >&2; exit 1; }
 # sshd host keys are made per container at first boot, not baked into the template

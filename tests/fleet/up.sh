@@ -114,6 +114,9 @@ ensure_container() {
   wait_ssh_port "$addr" 150 || { log "container $name: sshd did not come up"; exit 1; }
 }
 
+# one `up` at a time: molecule scenarios and tests may call it together
+exec 9> "$LAB/run/up.lock"
+flock 9
 TEMPLATE=$(bash "$FLEET_DIR/rootfs.sh" | tail -n 1)
 ensure_ssh_material
 ensure_switch
