@@ -17,7 +17,7 @@ mirror=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev
 [ -n "$mirror" ] || mirror=http://deb.debian.org/debian
 work=$LAB/cache/rootfs.build
 # an interrupted debootstrap leaves /proc and /sys mounted inside: never rm -rf through them
-grep -o " $work/[^ ]*" /proc/mounts | sort -r | xargs -r umount -l
+{ grep -o " $work/[^ ]*" /proc/mounts || true; } | sort -r | xargs -r umount -l
 rm -rf --one-file-system "$work"; mkdir -p "$work"
 debootstrap --variant=minbase --include="$PACKAGES" bookworm "$work" "$mirror" >"$LAB/cache/debootstrap.log" 2>&1 \
   || { tail -20 "$LAB/cache/debootstrap.log" >&2; exit 1; }
