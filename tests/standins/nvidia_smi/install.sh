@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Installs the stand-in nvidia-smi into a root filesystem (a container's rootfs) or,
 # with the default --root /, into the running host. Tests only: see README.md here.
 set -euo pipefail
