@@ -1,5 +1,5 @@
 # Copyright (c) eagle3.extraction contributors
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Read what nvidia-smi and the NVIDIA kernel module print.
 
 Pure functions over text, so that they can be tested against real captures

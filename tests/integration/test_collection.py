@@ -15,7 +15,7 @@ DEMO_INVENTORY = os.path.join(REPO, 'inventory', 'demo')
 
 def run(argv, **kwargs):
     env = dict(os.environ, PATH=VENV_BIN + os.pathsep + os.environ['PATH'], **kwargs.pop('env', {}))
-    return subprocess.run(argv, capture_output=True, text=True, env=env, **kwargs)
+    return subprocess.run(argv, capture_output=True, text=True, env=env, check=False, **kwargs)
 
 
 @pytest.fixture(scope='module')

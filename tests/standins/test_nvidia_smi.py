@@ -70,7 +70,7 @@ class Standin:
 
     def run(self, *argv):
         """nvidia-smi with stdout and stderr together, as the captures hold them."""
-        return subprocess.run([STANDIN, *argv], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        return subprocess.run([STANDIN, *argv], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
 
     def control(self, *argv, check=True):
         return subprocess.run([CONTROL, *argv], env=self.env, capture_output=True, text=True, check=check)
@@ -129,14 +129,14 @@ def with_pid(data, pid):
 
 
 def test_every_capture_is_replayed_or_accounted_for():
-    replayed = {file for _, file, _ in index_rows()}
+    replayed = {row[1] for row in index_rows()}
     on_disk = {str(p.relative_to(CAPTURES)) for p in CAPTURES.rglob("*") if p.is_file()} - {"INDEX.md"}
     assert replayed.isdisjoint(NOT_NVIDIA_SMI)
     assert on_disk == replayed | NOT_NVIDIA_SMI
     assert {"idle", "busy", "errors"} == {file.split("/")[0] for file in replayed}
 
 
-@pytest.mark.parametrize(("argv", "file", "code"), rows_in("idle") + rows_in("errors"), ids=lambda x: str(x))
+@pytest.mark.parametrize(("argv", "file", "code"), rows_in("idle") + rows_in("errors"), ids=str)
 def test_idle_and_error_captures_byte_for_byte(standin, argv, file, code):
     result = standin.run(*argv)
     assert result.stdout == capture(file)
@@ -176,7 +176,7 @@ def test_zombie_holder_counts_as_freed(standin):
 
 
 def test_concurrent_registrations_all_count(standin):
-    procs = [standin.start_holder("0,1", 1000) for _ in range(6)]
+    procs = [standin.start_holder("0,1", 1000) for _holder in range(6)]
     for proc in procs:
         standin.wait_registered(proc)
     assert standin.memory_used() == [6 * 1000 + 9] * 2
@@ -244,7 +244,7 @@ def test_unknown_field_is_nvidia_smis_error(standin, query):
     ids=" ".join,
 )
 def test_unsupported_arguments_exit_2_with_a_message(standin, argv):
-    result = subprocess.run([STANDIN, *argv], env=standin.env, capture_output=True, text=True)
+    result = subprocess.run([STANDIN, *argv], env=standin.env, capture_output=True, text=True, check=False)
     assert result.returncode == 2
     assert result.stdout == ""
     assert "nvidia-smi (stand-in): unsupported" in result.stderr
@@ -332,7 +332,7 @@ def test_config_file_forms_and_set(standin):
     assert (bad.returncode, "gpus must be a number" in bad.stderr) == (1, True)
     assert standin.conf.read_text() == "gpus=4\ndriver_version=550.144\n"
     standin.conf.write_text("colour=green\n")
-    result = subprocess.run([STANDIN, "-L"], env=standin.env, capture_output=True, text=True)
+    result = subprocess.run([STANDIN, "-L"], env=standin.env, capture_output=True, text=True, check=False)
     assert (result.returncode, "unknown config key 'colour'" in result.stderr) == (2, True)
 
 
@@ -385,7 +385,7 @@ def test_holder_opens_the_device_files(standin):
     targets = {os.readlink(fd_dir / fd) for fd in os.listdir(fd_dir)}
     assert set(devices) - targets == {str(standin.dev / "nvidia0")}
     if shutil.which("fuser"):
-        result = subprocess.run(["fuser", str(standin.dev / "nvidia1")], capture_output=True, text=True)
+        result = subprocess.run(["fuser", str(standin.dev / "nvidia1")], capture_output=True, text=True, check=False)
         assert result.stdout.split() == [str(holder.pid)]
 
 

@@ -143,10 +143,10 @@ USAGE_SET = b"pct set <vmid> [OPTIONS]\n"
     (["set", "999", "--lxc.cgroup2.devices.allow", "c 195:* rwm"],
      b"Unknown option: lxc.cgroup2.devices.allow\n400 unable to parse option\n" + USAGE_SET),
     (["set", "999", "--dev256", "/dev/null"], b"Unknown option: dev256\n400 unable to parse option\n" + USAGE_SET),
-    (["set", "999", "--dev0", "/tmp/gpu0"], b"400 Parameter verification failed.\n"
-                                           b"dev0: invalid format - format error\n"
-                                           b"dev0.path: invalid format - /tmp/gpu0 is not a valid device path\n\n\n"
-                                           + USAGE_SET),
+    (["set", "999", "--dev0", "/tmp/gpu0"],
+     b"400 Parameter verification failed.\n"
+     b"dev0: invalid format - format error\n"
+     b"dev0.path: invalid format - /tmp/gpu0 is not a valid device path\n\n\n" + USAGE_SET),
     (["set", "999", "--delete", "bogus"], b"400 Parameter verification failed.\ndelete: unknown option 'bogus'\n"
                                           + USAGE_SET),
 ])
