@@ -16,32 +16,12 @@
 #   hold --gpu all --mib 20000 --ignore-sigterm' GPU_PROOF_NVIDIA_SMI=<stand-in> GPU_PROOF_HYPERVISOR=''
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-REPO=$PWD
 WORK=${GPU_PROOF_WORK:-/tmp/gpu_check_proof}
 HOLDER_MIB=${GPU_PROOF_HOLDER_MIB:-20000}
 NVIDIA_SMI=${GPU_PROOF_NVIDIA_SMI:-nvidia-smi}
 HYPERVISOR=${GPU_PROOF_HYPERVISOR-localhost}
-rm -rf "$WORK"; mkdir -p "$WORK/collections/ansible_collections/eagle3"
-
-# ansible-core from the carried wheels, unless there already is one
-if ! command -v ansible-playbook >/dev/null && [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
-fi
-ln -sfn "$REPO" "$WORK/collections/ansible_collections/eagle3/extraction"
-export ANSIBLE_COLLECTIONS_PATH=$WORK/collections ANSIBLE_ROLES_PATH=$REPO/roles
-export ANSIBLE_INJECT_FACT_VARS=false ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1 ANSIBLE_LOCALHOST_WARNING=false
-ANSIBLE_PYTHON_INTERPRETER=$(command -v python3)
-export ANSIBLE_PYTHON_INTERPRETER
-
-HOLDER_PID=
-cleanup() {
-  # only the holder this script started
-  if [ -n "$HOLDER_PID" ] && kill -0 "$HOLDER_PID" 2>/dev/null; then kill -9 "$HOLDER_PID"; fi
-}
-trap cleanup EXIT
-
-gpu_memory() { "$NVIDIA_SMI" --query-gpu=index,memory.used --format=csv,noheader,nounits | tr '\n' ';'; }
+# shellcheck source=tests/gpu/lib.sh
+. tests/gpu/lib.sh
 
 run_case() {  # case reclaim -> writes $WORK/<case>.json and .log
   local case=$1 reclaim=$2 t0=$SECONDS
@@ -52,10 +32,6 @@ run_case() {  # case reclaim -> writes $WORK/<case>.json and .log
     >"$WORK/$case.log" 2>&1
   echo "$case: ansible-playbook rc $? in $((SECONDS - t0)) s" >>"$WORK/timing.txt"
   [ -f "$WORK/$case.json" ] || { echo "no result for $case; log:"; tail -40 "$WORK/$case.log"; return 1; }
-}
-
-field() {  # json-file python-expression-on-r
-  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"
 }
 
 echo "== gpu_check real GPU proof ($(date -u +%FT%TZ), $(hostname)) =="
