@@ -35,5 +35,5 @@ for i in "${!NAMES[@]}"; do
 done
 printf '%-28s %8s\n' total "$SECONDS"
 passed=$(( ${#NAMES[@]} - failed ))
-echo "make test: ${passed} passed, ${failed} failed"
+echo "steps: ${passed} passed, ${failed} failed"
 [ "$failed" = 0 ]
