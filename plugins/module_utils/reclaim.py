@@ -53,14 +53,19 @@ def describe_protected(proc, reason):
     return entry
 
 
+def _wait_while(items, still_there, timeout, clock, sleep):
+    """Poll until no item is still there or timeout; return those still there."""
+    deadline = clock() + timeout
+    left = [item for item in items if still_there(item)]
+    while left and clock() < deadline:
+        sleep(min(POLL_INTERVAL, max(0.0, deadline - clock())))
+        left = [item for item in left if still_there(item)]
+    return left
+
+
 def _wait_gone(targets, timeout, proc_root, clock, sleep):
     """Wait until every target exited or timeout; return the survivors."""
-    deadline = clock() + timeout
-    survivors = [t for t in targets if procfs.is_alive(t.pid, t.starttime, proc_root)]
-    while survivors and clock() < deadline:
-        sleep(min(POLL_INTERVAL, max(0.0, deadline - clock())))
-        survivors = [t for t in survivors if procfs.is_alive(t.pid, t.starttime, proc_root)]
-    return survivors
+    return _wait_while(targets, lambda t: procfs.is_alive(t.pid, t.starttime, proc_root), timeout, clock, sleep)
 
 
 def _send(targets, signum, killed, errors, proc_root):
@@ -114,12 +119,7 @@ def terminate(targets, signal_timeout, kill_timeout, proc_root=procfs.PROC,
 
 def wait_reaped(zombies, timeout, proc_root=procfs.PROC, clock=time.monotonic, sleep=time.sleep):
     """Wait until the zombies' pids are gone (reaped); return those still there."""
-    deadline = clock() + timeout
-    left = [z for z in zombies if procfs.exists(z.pid, z.starttime, proc_root)]
-    while left and clock() < deadline:
-        sleep(min(POLL_INTERVAL, max(0.0, deadline - clock())))
-        left = [z for z in left if procfs.exists(z.pid, z.starttime, proc_root)]
-    return left
+    return _wait_while(zombies, lambda z: procfs.exists(z.pid, z.starttime, proc_root), timeout, clock, sleep)
 
 
 def validate_common(params):
