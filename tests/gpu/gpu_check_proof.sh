@@ -55,24 +55,7 @@ else
 fi
 
 # ---- 2 busy: a holder on every GPU that ignores SIGTERM
-cat >"$WORK/holder.py" <<'PY'
-import os, signal, sys, time, torch
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
-n = int(sys.argv[1]) * 2**20
-held = [torch.empty(n, dtype=torch.uint8, device="cuda:%d" % i) for i in range(torch.cuda.device_count())]
-for i in range(torch.cuda.device_count()):
-    torch.cuda.synchronize(i)
-print("holding pid=%d gpus=%d mib=%s" % (os.getpid(), len(held), sys.argv[1]), flush=True)
-while True:
-    time.sleep(3600)
-PY
-setsid bash -c "exec ${GPU_PROOF_HOLDER:-python3 $WORK/holder.py $HOLDER_MIB}" </dev/null >"$WORK/holder.log" 2>&1 &
-disown  # its SIGKILL is the point, not a job to report
-for _ in $(seq 600); do grep -q 'holding pid=' "$WORK/holder.log" && break; sleep 0.2; done
-HOLDER_PID=$(grep -o 'holding pid=[0-9]*' "$WORK/holder.log" | cut -d= -f2)
-if [ -z "$HOLDER_PID" ]; then
-  echo "[2 busy]    FAIL  the holder did not start:"; cat "$WORK/holder.log"; exit 1
-fi
+start_holder || { echo "[2 busy]    FAIL  the holder did not start:"; exit 1; }
 echo "[holder]    PID $HOLDER_PID ($(tr '\0' ' ' <"/proc/$HOLDER_PID/cmdline" | cut -c1-40)...), SigIgn $(awk '/SigIgn/ {print $2}' "/proc/$HOLDER_PID/status"); nvidia-smi: $(gpu_memory)"
 
 run_case busy false

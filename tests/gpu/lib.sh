@@ -27,3 +27,13 @@ gpu_memory() { "$NVIDIA_SMI" --query-gpu=index,memory.used --format=csv,noheader
 field() {  # json-file python-expression-on-r
   python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"
 }
+
+# Start the holder (tests/gpu/holder.py, or $GPU_PROOF_HOLDER for a rehearsal with the
+# stand-in) in its own session and set HOLDER_PID; returns 1, log on stdout, if it never held.
+start_holder() {
+  setsid bash -c "exec ${GPU_PROOF_HOLDER:-python3 tests/gpu/holder.py $HOLDER_MIB}" </dev/null >"$WORK/holder.log" 2>&1 &
+  disown  # its SIGKILL is the point, not a job to report
+  for _ in $(seq 600); do grep -q 'holding pid=' "$WORK/holder.log" && break; sleep 0.2; done
+  HOLDER_PID=$(grep -o 'holding pid=[0-9]*' "$WORK/holder.log" | cut -d= -f2)
+  [ -n "$HOLDER_PID" ] || { cat "$WORK/holder.log"; return 1; }
+}

@@ -41,24 +41,7 @@ echo "[machine]   $(ansible-playbook --version 2>/dev/null | sed -n 1p), python 
 passed=0
 
 # the holder: every GPU, SIGTERM ignored, its own session
-cat >"$WORK/holder.py" <<'PY'
-import os, signal, sys, time, torch
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
-n = int(sys.argv[1]) * 2**20
-held = [torch.empty(n, dtype=torch.uint8, device="cuda:%d" % i) for i in range(torch.cuda.device_count())]
-for i in range(torch.cuda.device_count()):
-    torch.cuda.synchronize(i)
-print("holding pid=%d gpus=%d mib=%s" % (os.getpid(), len(held), sys.argv[1]), flush=True)
-while True:
-    time.sleep(3600)
-PY
-setsid bash -c "exec ${GPU_PROOF_HOLDER:-python3 $WORK/holder.py $HOLDER_MIB}" </dev/null >"$WORK/holder.log" 2>&1 &
-disown
-for _ in $(seq 600); do grep -q 'holding pid=' "$WORK/holder.log" && break; sleep 0.2; done
-HOLDER_PID=$(grep -o 'holding pid=[0-9]*' "$WORK/holder.log" | cut -d= -f2)
-if [ -z "$HOLDER_PID" ]; then
-  echo "FAIL  the holder did not start:"; cat "$WORK/holder.log"; exit 1
-fi
+start_holder || { echo "FAIL  the holder did not start:"; exit 1; }
 devices=0
 for fd in /proc/"$HOLDER_PID"/fd/*; do [[ $(readlink "$fd") == /dev/nvidia* ]] && devices=$((devices + 1)); done
 echo "[holder]    PID $HOLDER_PID, SigIgn $(awk '/SigIgn/ {print $2}' /proc/"$HOLDER_PID"/status), nvidia devices open: $devices; nvidia-smi: $(gpu_memory)"
