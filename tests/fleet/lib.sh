@@ -10,6 +10,8 @@ mkdir -p "$LAB/cache" "$LAB/ssh" "$LAB/run"
 log() { printf '[fleet] %s\n' "$*" >&2; }
 SSH_KEY=$LAB/ssh/id_ed25519
 TEMPLATE_NAME=debian-12-eagle3_amd64.tar
+# where each container has the demo model (tests/fixtures/model)
+DEMO_MODEL_DIR=/srv/models/demo
 fleet_rows() { grep -Ev '^\s*(#|$)' "$FLEET_DIR/fleet.conf" | awk -v k="$1" '$1 == k'; }
 
 # ssh to a fleet address from the root netns, through the lab-ctl switch (-n: it

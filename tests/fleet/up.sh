@@ -107,6 +107,9 @@ ensure_container() {
   fi
   # the stand-in nvidia-smi: refreshed each time so the fleet runs this checkout's
   bash "$STANDINS/nvidia_smi/install.sh" --root "$rootfs" --dev-files >/dev/null
+  # the weights, pre-provisioned as on a real site (inventory/demo's sglang_server_model_path)
+  rm -rf "$rootfs$DEMO_MODEL_DIR" && mkdir -p "$rootfs$DEMO_MODEL_DIR"
+  cp "$REPO_DIR"/tests/fixtures/model/* "$rootfs$DEMO_MODEL_DIR/"
   if [ "$(fleet_ssh "$node_addr" pct status "$vmid")" != "status: running" ]; then
     log "starting container $name"
     fleet_ssh "$node_addr" pct start "$vmid"
@@ -120,6 +123,7 @@ flock 9
 TEMPLATE=$(bash "$FLEET_DIR/rootfs.sh" | tail -n 1)
 ensure_ssh_material
 ensure_switch
+bash "$FLEET_DIR/wheelhouse.sh" >/dev/null
 while read -r _ name addr; do ensure_node "$name" "$addr"; done < <(fleet_rows node)
 while read -r _ name addr node vmid; do ensure_container "$name" "$addr" "$node" "$vmid"; done < <(fleet_rows ct)
 log "fleet is up: $(fleet_rows node | wc -l) hypervisors, $(fleet_rows ct | wc -l) containers"
