@@ -1,0 +1,30 @@
+"""Shared by the integration tests: the controller venv on PATH, and the collection as a
+user gets it (built to a tarball and installed elsewhere)."""
+
+import os
+import subprocess
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+VENV_BIN = os.path.join(REPO, '.venv', 'bin')
+
+
+def run(argv, **kwargs):
+    env = dict(os.environ, PATH=VENV_BIN + os.pathsep + os.environ['PATH'], **kwargs.pop('env', {}))
+    return subprocess.run(argv, capture_output=True, text=True, env=env, check=False, **kwargs)
+
+
+@pytest.fixture(scope='module')
+def installed(tmp_path_factory):
+    """The collection built to a tarball and installed into a directory of its own."""
+    build_dir = tmp_path_factory.mktemp('build')
+    result = run(['ansible-galaxy', 'collection', 'build', '--output-path', str(build_dir), REPO])
+    assert result.returncode == 0, result.stderr
+    tarball = build_dir / 'eagle3-extraction-0.1.0.tar.gz'
+    assert tarball.exists(), result.stdout
+    collections = tmp_path_factory.mktemp('collections')
+    result = run(['ansible-galaxy', 'collection', 'install', '--force', '-p', str(collections), str(tarball)],
+                 cwd=str(collections))
+    assert result.returncode == 0, result.stderr
+    return collections

@@ -1,0 +1,355 @@
+"""extract.yml on the local fleet (2 hypervisors, 3 containers), through ansible-runner,
+asserting on its stats and events. The tests run in order and build on each other:
+
+1. cold: the containers are destroyed and made again bare (tests/fleet/up.sh), then one
+   run brings all three to healthy servers;
+2. the second run, from the installed collection by FQCN, changes nothing;
+3. injected faults, all at once: a port holder in ct1 that only the hypervisor can kill,
+   40 undrained dumps and a stale NCCL segment in ct1, a GPU holder in ct2, ct3 stopped;
+   one run heals all of it, and the dumps are all still there, moved aside;
+4. an unreachable hypervisor (and its container): with extract_max_fail_percentage the
+   rest finish, with 0 the rollout stops;
+5. a server that crashes at start fails its host with the cause; the next run heals it;
+6. bad values (tp-size 3 on 2 GPUs, port 70000, a model dir missing a shard) fail in
+   preflight with nothing changed;
+7. playbooks/stop.yml leaves every port free and every GPU at 0 MiB.
+"""
+
+import os
+import re
+import shlex
+import subprocess
+import textwrap
+import time
+
+import ansible_runner
+import pytest
+import yaml
+
+from collection_helpers import REPO, VENV_BIN, installed, run  # noqa: F401  pylint: disable=unused-import
+
+LAB = os.environ.get('EAGLE3_LAB', '/var/lib/eagle3-lab')
+DEMO_INVENTORY = os.path.join(REPO, 'inventory', 'demo')
+NODES = {'pve1': '10.200.0.2', 'pve2': '10.200.0.3'}
+CTS = {'ct1': ('10.200.0.101', 'pve1', 101), 'ct2': ('10.200.0.102', 'pve1', 102),
+       'ct3': ('10.200.0.103', 'pve2', 103)}
+PORT = 8000
+DUMP_DIR = '/dev/shm/sglang_hs'
+HOLDER_PIDFILE = '/run/eagle3-rollout-port-holder.pid'
+
+
+def fleet_up():
+    out = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True, check=False).stdout
+    return any(line.split()[0] == 'lab-pve1' for line in out.splitlines() if line.strip())
+
+
+pytestmark = [
+    pytest.mark.fleet,
+    pytest.mark.skipif(not fleet_up(), reason='the local fleet is not up: run `make fleet` first'),
+]
+
+
+def ssh(address, command, check=True, timeout=60):
+    argv = ['ssh', '-n', '-i', os.path.join(LAB, 'ssh', 'id_ed25519'), '-o', 'BatchMode=yes',
+            '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=ERROR',
+            '-o', 'ConnectTimeout=10', '-o', 'ProxyCommand=ip netns exec lab-ctl nc %h %p',
+            'root@' + address, command]
+    result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
+    if check:
+        assert result.returncode == 0, '%s: %s\n%s%s' % (address, command, result.stdout, result.stderr)
+    return result
+
+
+def ct(name, command, **kwargs):
+    return ssh(CTS[name][0], command, **kwargs)
+
+
+class Run(object):
+    """One ansible-runner run of a playbook and what it reported."""
+
+    def __init__(self, runner):
+        self.runner = runner
+        self.rc = runner.rc
+        self.stats = runner.stats or {}
+        self.events = list(runner.events)
+        self.output = runner.stdout.read()
+
+    def changed_hosts(self):
+        return {host: n for host, n in self.stats.get('changed', {}).items() if n}
+
+    def failed_hosts(self):
+        return sorted(set(self.stats.get('failures', {})) | set(self.stats.get('dark', {})))
+
+    def results(self, task, host=None):
+        """Results of the task of that name (ok, changed or failed), per host."""
+        found = {}
+        for event in self.events:
+            data = event.get('event_data', {})
+            if event.get('event') in ('runner_on_ok', 'runner_on_failed') and data.get('task') == task \
+                    and (host is None or data.get('host') == host):
+                found[data['host']] = data['res']
+        return found
+
+    def roles_run(self, host):
+        """The roles that ran a task on host, in order."""
+        roles = []
+        for event in self.events:
+            data = event.get('event_data', {})
+            if event.get('event') == 'runner_on_start' and data.get('host') == host and data.get('role') \
+                    and data['role'].split('.')[-1] not in roles:
+                roles.append(data['role'].split('.')[-1])
+        return roles
+
+    def table(self):
+        """The rows of the table the last play prints, and the lines after them."""
+        res = self.results('Print one line per extraction server, then each failure and its cause')['localhost']
+        lines = res['msg'].splitlines()
+        # cells are separated by two spaces or more ("2 x NVIDIA H200" is one cell)
+        rows = {line.split()[0]: re.split(r'\s{2,}', line) for line in lines[1:] if re.match(r'ct\d+ ', line)}
+        return rows, [line for line in lines if line.startswith('FAILED') or 'servers healthy' in line]
+
+
+def extract(tmp_path, name, playbook='extract.yml', inventories=(), extravars=None, collections=None):
+    """Run a playbook of the collection, from the checkout or (collections) the installed copy."""
+    envvars = {'ANSIBLE_HOST_KEY_CHECKING': 'false', 'ANSIBLE_CONFIG': os.path.join(REPO, 'ansible.cfg')}
+    # ansible-runner finds ansible-playbook on this process's PATH: the controller venv's
+    if VENV_BIN not in os.environ['PATH'].split(os.pathsep):
+        os.environ['PATH'] = VENV_BIN + os.pathsep + os.environ['PATH']
+    if collections:
+        envvars['ANSIBLE_COLLECTIONS_PATH'] = str(collections)
+    private = tmp_path / name
+    private.mkdir()
+    runner = ansible_runner.run(
+        private_data_dir=str(private), project_dir=REPO, playbook=playbook,
+        inventory=[DEMO_INVENTORY] + [str(path) for path in inventories], extravars=extravars or {},
+        envvars=envvars, quiet=True)
+    result = Run(runner)
+    (private / 'output.log').write_text(result.output)
+    return result
+
+
+def inventory(tmp_path, name, data):
+    path = tmp_path / (name + '.yml')
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def assert_healthy(result, hosts=tuple(CTS)):
+    rows, summary = result.table()
+    for host in hosts:
+        address, node, vmid = CTS[host]
+        assert rows[host][1] == '%d@%s' % (vmid, node)
+        assert rows[host][5] == 'healthy', (host, rows[host], summary)
+        assert 'http://%s:%d' % (address, PORT) in rows[host]
+        # from outside the container: /health answers 200
+        answer = subprocess.run(['ip', 'netns', 'exec', 'lab-ctl', 'curl', '-s', '-o', '/dev/null', '-w',
+                                 '%{http_code}', 'http://%s:%d/health' % (address, PORT)],
+                                capture_output=True, text=True, check=False, timeout=30)
+        assert answer.stdout == '200', (host, answer.stdout, answer.stderr)
+        assert ct(host, 'systemctl is-active sglang-extraction.service').stdout.strip() == 'active'
+
+
+@pytest.fixture(scope='module')
+def state():
+    """What the tests hand on to each other."""
+    return {}
+
+
+def test_cold_run_brings_every_server_up(tmp_path, state):
+    # bare containers: destroyed, then made again from the template by the fleet
+    for name, (address, node, vmid) in CTS.items():
+        ssh(NODES[node], 'pct stop %d >/dev/null 2>&1; pct destroy %d --purge >/dev/null 2>&1; true' % (vmid, vmid))
+    up = run(['bash', os.path.join(REPO, 'tests', 'fleet', 'up.sh')])
+    assert up.returncode == 0, up.stderr
+    assert ct('ct1', 'test -e /etc/systemd/system/sglang-extraction.service', check=False).returncode == 1
+
+    result = extract(tmp_path, 'cold')
+
+    assert result.rc == 0, result.output[-5000:]
+    assert result.failed_hosts() == []
+    assert set(result.changed_hosts()) == set(CTS)
+    assert_healthy(result)
+    # the first run gave each container its /dev/shm (a restart, allowed by the demo inventory)
+    for host, (address, node, vmid) in CTS.items():
+        assert 'dev/shm' in ssh(NODES[node], 'pct config %d' % vmid).stdout
+    state['cold'] = True
+
+
+def test_second_run_from_the_installed_collection_changes_nothing(tmp_path, state, installed):
+    assert state.get('cold'), 'needs the cold run'
+    result = extract(tmp_path, 'again', playbook='eagle3.extraction.extract', collections=installed)
+
+    assert result.rc == 0, result.output[-5000:]
+    assert result.failed_hosts() == []
+    assert result.changed_hosts() == {}
+    assert_healthy(result)
+
+
+HOLDER = textwrap.dedent('''\
+    import os, signal, socket, time
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", %d))
+    s.listen()
+    with open("%s", "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(3600)
+    ''' % (PORT, HOLDER_PIDFILE))
+
+
+def start_hidden_port_holder():
+    """On pve1, in ct1's network namespace only: invisible and unkillable from inside ct1."""
+    init = ssh(NODES['pve1'], "pct status 101 --verbose | awk '$1 == \"pid:\" {print $2}'").stdout.strip()
+    assert init.isdigit()
+    ssh(NODES['pve1'], 'rm -f %s; setsid nsenter --net=/proc/%s/ns/net -- /usr/bin/python3 -c %s '
+                       '</dev/null >/dev/null 2>&1 &' % (HOLDER_PIDFILE, init, shlex.quote(HOLDER)))
+    for dummy in range(50):
+        pid = ssh(NODES['pve1'], 'cat %s 2>/dev/null' % HOLDER_PIDFILE, check=False).stdout.strip()
+        if pid:
+            return int(pid)
+        time.sleep(0.1)
+    raise AssertionError('the port holder did not start on pve1')
+
+
+def test_injected_faults_are_all_healed_in_one_run(tmp_path, state):
+    assert state.get('cold'), 'needs the cold run'
+    ct('ct1', 'systemctl stop sglang-extraction.service')
+    ct('ct2', 'systemctl stop sglang-extraction.service')
+    # ct1: a port holder only pve1 can kill, 40 undrained dumps, a stale NCCL segment
+    holder = start_hidden_port_holder()
+    assert ct('ct1', 'ss -H -ltnp sport = :%d' % PORT).stdout.count('pid=') == 0
+    ct('ct1', 'mkdir -p %s && for i in $(seq 1 40); do head -c 8192 /dev/urandom > %s/seq-$i.pt; done; '
+              'head -c 4096 /dev/zero > /dev/shm/nccl-rollout-stale' % (DUMP_DIR, DUMP_DIR))
+    dumps = ct('ct1', 'cd %s && sha256sum seq-*.pt | sort' % DUMP_DIR).stdout
+    assert dumps.count('\n') == 40
+    # ct2: a process holding 4096 MiB on both GPUs
+    ct('ct2', 'setsid nvidia-smi-standin hold --gpu all --mib 4096 </dev/null >/run/rollout-gpu-holder.log 2>&1 &'
+              ' sleep 1; pgrep -f "nvidia-smi-standin hold" > /run/rollout-gpu-holder.pid')
+    gpu_holder = int(ct('ct2', 'cat /run/rollout-gpu-holder.pid').stdout.split()[0])
+    assert '4096' in ct('ct2', 'nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits').stdout
+    # ct3: stopped
+    ssh(NODES['pve2'], 'pct stop 103')
+
+    try:
+        result = extract(tmp_path, 'faults')
+    finally:
+        ssh(NODES['pve1'], 'kill -9 %d 2>/dev/null; rm -f %s' % (holder, HOLDER_PIDFILE), check=False)
+
+    assert result.rc == 0, result.output[-6000:]
+    assert result.failed_hosts() == []
+    assert_healthy(result)
+    # ct1: escalated to pve1, which killed exactly the holder
+    escalated = result.results('Kill what listens on the port from the hypervisor (pct, vmid)', 'ct1')['ct1']
+    assert escalated['changed'] is True and escalated['vmid'] == 101
+    assert [k['pid'] for k in escalated['killed']] == [holder, holder]
+    assert ssh(NODES['pve1'], 'kill -0 %d' % holder, check=False).returncode != 0
+    # ct1: the stale segment removed; the dumps moved aside, all 40, unchanged
+    assert ct('ct1', 'test -e /dev/shm/nccl-rollout-stale', check=False).returncode == 1
+    aside = ct('ct1', 'ls -d %s.undrained-*' % DUMP_DIR).stdout.split()
+    assert len(aside) == 1
+    assert ct('ct1', 'cd %s && sha256sum seq-*.pt | sort' % aside[0]).stdout == dumps
+    assert ct('ct1', 'find %s -type f | wc -l' % DUMP_DIR).stdout.strip() == '0'
+    # ct2: the GPU holder killed by gpu_check's reclaim
+    assert ct('ct2', 'kill -0 %d' % gpu_holder, check=False).returncode != 0
+    # ct3: started again by proxmox_container
+    assert ssh(NODES['pve2'], 'pct status 103').stdout.strip() == 'status: running'
+
+
+def unreachable_inventory(tmp_path):
+    return inventory(tmp_path, 'unreachable', {'all': {'children': {
+        'proxmox_hypervisors': {'hosts': {'pve3': {'ansible_host': '10.200.0.9'}}},
+        'extraction_servers': {'hosts': {'ct4': {'ansible_host': '10.200.0.104', 'proxmox_container_node': 'pve3',
+                                                 'proxmox_container_vmid': 104}}}}}})
+
+
+def test_unreachable_hypervisor_fails_only_its_container(tmp_path, state):
+    assert state.get('cold'), 'needs the cold run'
+    result = extract(tmp_path, 'unreachable', inventories=[unreachable_inventory(tmp_path)],
+                     extravars={'extract_max_fail_percentage': 30})
+
+    assert result.rc != 0
+    assert result.failed_hosts() == ['ct4']
+    assert result.changed_hosts() == {}
+    assert_healthy(result)
+    rows, summary = result.table()
+    assert rows['ct4'][5] == 'FAILED'
+    assert summary[0] == '3 of 4 servers healthy'
+    assert re.match(r"FAILED ct4: failed in 'Check that the hypervisor answered': hypervisor pve3 is unreachable",
+                    summary[1]), summary
+
+
+def test_max_fail_percentage_zero_stops_the_rollout(tmp_path, state):
+    assert state.get('cold'), 'needs the cold run'
+    result = extract(tmp_path, 'stop-at-first', inventories=[unreachable_inventory(tmp_path)],
+                     extravars={'extract_max_fail_percentage': 0})
+
+    assert result.rc != 0
+    # the others stopped with ct4's failure: none reached its server's tasks, no table
+    assert result.results('Note the healthy server') == {}
+    assert 'Print one line per extraction server, then each failure and its cause' not in result.output
+
+
+def test_server_crashing_at_start_fails_its_host_with_the_cause(tmp_path, state):
+    assert state.get('cold'), 'needs the cold run'
+    crash = inventory(tmp_path, 'crash', {'all': {'hosts': {'ct2': {'sglang_server_env': {
+        'SGLANG_STANDIN_LOAD_SECONDS': '2',
+        'SGLANG_STANDIN_CRASH': "ModuleNotFoundError: No module named 'sgl_kernel'"}}}}})
+    result = extract(tmp_path, 'crash', inventories=[crash])
+
+    assert result.rc != 0
+    assert result.failed_hosts() == ['ct2']
+    assert_healthy(result, hosts=('ct1', 'ct3'))
+    failure = result.results('Fail this host', 'ct2')['ct2']['msg']
+    assert 'Fail with the cause when the server did not come up' in failure
+    assert 'a Python module is missing from the venv' in failure
+    assert "No module named 'sgl_kernel'" in failure
+    rows, summary = result.table()
+    assert rows['ct2'][5] == 'FAILED' and summary[0] == '2 of 3 servers healthy'
+
+    # fixed inventory, next run: healthy again (the failed unit is cleared and restarted)
+    healed = extract(tmp_path, 'healed')
+    assert healed.rc == 0, healed.output[-5000:]
+    assert set(healed.changed_hosts()) == {'ct2'}
+    assert_healthy(healed)
+
+
+def test_bad_values_fail_in_preflight_with_nothing_changed(tmp_path, state):
+    assert state.get('cold'), 'needs the cold run'
+    ct('ct3', 'rm -rf /srv/models/broken && cp -r /srv/models/demo /srv/models/broken && '
+              'rm /srv/models/broken/model-00002-of-00002.safetensors')
+    units = {host: ct(host, 'sha256sum /etc/systemd/system/sglang-extraction.service').stdout for host in CTS}
+    bad = inventory(tmp_path, 'bad', {'all': {'hosts': {
+        'ct1': {'sglang_server_tp_size': 3},
+        'ct2': {'sglang_server_port': 70000},
+        'ct3': {'sglang_server_model_path': '/srv/models/broken'}}}})
+    try:
+        result = extract(tmp_path, 'bad', inventories=[bad])
+    finally:
+        ct('ct3', 'rm -rf /srv/models/broken')
+
+    assert result.rc != 0
+    assert result.failed_hosts() == ['ct1', 'ct2', 'ct3']
+    assert result.changed_hosts() == {}
+    failed = {host: res['msg'] for host, res in result.results('Fail this host').items()}
+    assert 'tp-size 3' in failed['ct1'] and 'does not fit the 2 visible GPUs' in failed['ct1']
+    assert 'port=70000' in failed['ct2'] and '1 to 65535' in failed['ct2']
+    assert 'missing: model-00002-of-00002.safetensors' in failed['ct3']
+    # each failed in the preflight, before ml_env and the unit
+    for host in CTS:
+        assert result.roles_run(host) == ['proxmox_container', 'gpu_check', 'sglang_server']
+        assert ct(host, 'sha256sum /etc/systemd/system/sglang-extraction.service').stdout == units[host]
+        assert ct(host, 'systemctl is-active sglang-extraction.service').stdout.strip() == 'active'
+
+
+def test_stop_playbook_frees_ports_and_gpus(tmp_path, state):
+    assert state.get('cold'), 'needs the cold run'
+    result = extract(tmp_path, 'stop', playbook='playbooks/stop.yml')
+
+    assert result.rc == 0, result.output[-5000:]
+    for host in CTS:
+        assert ct(host, 'systemctl is-active sglang-extraction.service', check=False).stdout.strip() == 'inactive'
+        assert ct(host, 'ss -H -ltn sport = :%d' % PORT).stdout.strip() == ''
+        assert ct(host, 'pgrep -f "^sglang::"', check=False).returncode == 1
+        used = ct(host, 'nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits').stdout.split()
+        assert used == ['0', '0'], (host, used)
