@@ -3,7 +3,9 @@ asserting on its stats and events. The tests run in order and build on each othe
 
 1. cold: the containers are destroyed and made again bare (tests/fleet/up.sh), then one
    run brings all three to healthy servers;
-2. the second run, from the installed collection by FQCN, changes nothing;
+2. the second run, from the installed collection by FQCN with every role
+   (extract_force), changes nothing; the third, plain, sees every host converged
+   and runs no role;
 3. injected faults, all at once: a port holder in ct1 that only the hypervisor can kill,
    40 undrained dumps and a stale NCCL segment in ct1, a GPU holder in ct2, ct3 stopped;
    one run heals all of it, and the dumps are all still there, moved aside;
@@ -134,12 +136,14 @@ def inventory(tmp_path, name, data):
     return path
 
 
-def assert_healthy(result, hosts=tuple(CTS)):
+def assert_healthy(result, hosts=tuple(CTS), run=None):
+    """Healthy in the table (run: applied or unchanged) and seen from outside."""
     rows, summary = result.table()
     for host in hosts:
         address, node, vmid = CTS[host]
-        assert rows[host][1] == '%d@%s' % (vmid, node)
+        assert rows[host][1:4] == ['%d@%s' % (vmid, node), '2 x NVIDIA H200', '580.159.04'], rows[host]
         assert rows[host][5] == 'healthy', (host, rows[host], summary)
+        assert run is None or rows[host][6] == run, (host, rows[host])
         assert 'http://%s:%d' % (address, PORT) in rows[host]
         # from outside the container: /health answers 200
         answer = subprocess.run(['ip', 'netns', 'exec', 'lab-ctl', 'curl', '-s', '-o', '/dev/null', '-w',
@@ -177,12 +181,37 @@ def test_cold_run_brings_every_server_up(tmp_path, state):
 
 def test_second_run_from_the_installed_collection_changes_nothing(tmp_path, state, installed):
     assert state.get('cold'), 'needs the cold run'
-    result = extract(tmp_path, 'again', playbook='eagle3.extraction.extract', collections=installed)
+    result = extract(tmp_path, 'again', playbook='eagle3.extraction.extract', collections=installed,
+                     extravars={'extract_force': True})
 
     assert result.rc == 0, result.output[-5000:]
     assert result.failed_hosts() == []
     assert result.changed_hosts() == {}
-    assert_healthy(result)
+    assert_healthy(result, run='applied')
+    for host in CTS:
+        assert result.roles_run(host) == ['proxmox_container', 'gpu_check', 'sglang_server', 'ml_env',
+                                          'sglang_patch']
+
+
+def test_converged_hosts_are_left_alone(tmp_path, state):
+    assert state.get('cold'), 'needs the cold run'
+    result = extract(tmp_path, 'converged')
+
+    assert result.rc == 0, result.output[-5000:]
+    assert result.changed_hosts() == {}
+    assert_healthy(result, run='unchanged')
+    for host in CTS:
+        assert result.roles_run(host) == []
+
+    # a hand edit of ct2's unit is drift: the next run applies every role there again
+    ct('ct2', 'echo "# edited by hand" >> /etc/systemd/system/sglang-extraction.service')
+    drifted = extract(tmp_path, 'drifted')
+    assert drifted.rc == 0, drifted.output[-5000:]
+    assert set(drifted.changed_hosts()) == {'ct2'}
+    assert_healthy(drifted, hosts=('ct1', 'ct3'), run='unchanged')
+    assert_healthy(drifted, hosts=('ct2',), run='applied')
+    assert ct('ct2', 'grep -c "edited by hand" /etc/systemd/system/sglang-extraction.service',
+              check=False).stdout.strip() == '0'
 
 
 HOLDER = textwrap.dedent('''\
@@ -281,8 +310,9 @@ def test_unreachable_hypervisor_fails_only_its_container(tmp_path, state):
 
 def test_max_fail_percentage_zero_stops_the_rollout(tmp_path, state):
     assert state.get('cold'), 'needs the cold run'
+    # every role, so that the others have work to be stopped in
     result = extract(tmp_path, 'stop-at-first', inventories=[unreachable_inventory(tmp_path)],
-                     extravars={'extract_max_fail_percentage': 0})
+                     extravars={'extract_max_fail_percentage': 0, 'extract_force': True})
 
     assert result.rc != 0
     # the others stopped with ct4's failure: none reached its server's tasks, no table

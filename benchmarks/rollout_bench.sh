@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# extract.yml on the local fleet (tests/fleet/), timed: wall seconds, median of REPEAT runs
+# (default 3) of each case, after one unmeasured run that converges the fleet.
+#   converged re-run  vs  a no-op play (one ping on the same hosts)    goal <= 3x
+#   3 hosts           vs  1 host (with its hypervisor), extract_force   goal <= 1.5x
+# Prints a Markdown table (docs/benchmarks.md has the last one).
+#   bash benchmarks/rollout_bench.sh        (needs `make fleet`)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=$PWD/.venv/bin:$PATH ANSIBLE_CONFIG=$PWD/ansible.cfg
+REPEAT=${REPEAT:-3}
+
+playbook() { ansible-playbook -i inventory/demo "$@" >/dev/null; }
+
+# median wall seconds of REPEAT runs of a command
+timed() {
+  local i t0 times=()
+  for ((i = 0; i < REPEAT; i++)); do
+    t0=$(date +%s.%N)
+    "$@" || { echo "failed: $*" >&2; exit 1; }
+    times+=("$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN {print a - b}')")
+  done
+  printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR] = $1} END {printf "%.1f", a[int((NR + 1) / 2)]}'
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+
+echo "converging the fleet (unmeasured)" >&2
+playbook extract.yml
+
+noop=$(timed playbook benchmarks/noop.yml)
+rerun=$(timed playbook extract.yml)
+one=$(timed playbook extract.yml --limit ct1,pve1,localhost -e extract_force=true)
+three=$(timed playbook extract.yml -e extract_force=true)
+one_conv=$(timed playbook extract.yml --limit ct1,pve1,localhost)
+
+cat <<TABLE
+| case | seconds (median of $REPEAT) | ratio | goal |
+| --- | ---: | ---: | --- |
+| no-op play: one ping on 2 hypervisors + 3 containers | $noop | 1 | |
+| extract.yml, converged re-run, 3 containers | $rerun | $(ratio "$rerun" "$noop") x no-op | <= 3x |
+| extract.yml, every role (extract_force), 1 container | $one | 1 | |
+| extract.yml, every role (extract_force), 3 containers | $three | $(ratio "$three" "$one") x 1 container | <= 1.5x |
+| extract.yml, converged re-run, 1 container | $one_conv | | |
+TABLE
