@@ -44,16 +44,14 @@ options:
       - V(0) takes every file that is not held.
     type: float
     default: 0
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
-    support: N/A
     platforms: linux
 notes:
   - Reads C(/proc) directly, so it needs Linux and, to see every process's open files and mappings, root. Processes

@@ -14,7 +14,8 @@ asserting on its stats and events. The tests run in order and build on each othe
 5. a server that crashes at start fails its host with the cause; the next run heals it;
 6. bad values (tp-size 3 on 2 GPUs, port 70000, a model dir missing a shard) fail in
    preflight with nothing changed;
-7. playbooks/stop.yml leaves every port free and every GPU at 0 MiB.
+7. with sglang_server_undrained_dumps=stop, undrained dumps stop the play, untouched;
+8. playbooks/stop.yml leaves every port free and every GPU at 0 MiB.
 """
 
 import os
@@ -305,8 +306,8 @@ def test_unreachable_hypervisor_fails_only_its_container(tmp_path, state):
     rows, summary = result.table()
     assert rows['ct4'][5] == 'FAILED'
     assert summary[0] == '3 of 4 servers healthy'
-    assert re.match(r"FAILED ct4: failed in 'Check that the hypervisor answered': hypervisor pve3 is unreachable",
-                    summary[1]), summary
+    assert summary[1].startswith('FAILED ct4: failed in Check that the hypervisor answered: '
+                                 'hypervisor pve3 is unreachable: '), summary
 
 
 def test_max_fail_percentage_zero_stops_the_rollout(tmp_path, state):
@@ -371,6 +372,24 @@ def test_bad_values_fail_in_preflight_with_nothing_changed(tmp_path, state):
         assert result.roles_run(host) == ['proxmox_container', 'gpu_check', 'sglang_server']
         assert ct(host, 'sha256sum /etc/systemd/system/sglang-extraction.service').stdout == units[host]
         assert ct(host, 'systemctl is-active sglang-extraction.service').stdout.strip() == 'active'
+
+
+def test_undrained_dumps_can_stop_the_play_instead(tmp_path, state):
+    assert state.get('cold'), 'needs the cold run'
+    ct('ct1', 'systemctl stop sglang-extraction.service')
+    ct('ct1', 'mkdir -p %s && for i in 1 2 3; do head -c 1000 /dev/zero > %s/seq-$i.pt; done' % (DUMP_DIR, DUMP_DIR))
+    asides = ct('ct1', 'ls -d %s.undrained-* 2>/dev/null | wc -l' % DUMP_DIR, check=False).stdout
+    try:
+        result = extract(tmp_path, 'dumps-stop', extravars={'sglang_server_undrained_dumps': 'stop'})
+        assert result.failed_hosts() == ['ct1']
+        failure = result.results('Fail this host', 'ct1')['ct1']['msg']
+        assert '3 files (2.93 KB) in sglang_server_dump_dir=%s have not been drained' % DUMP_DIR in failure, failure
+        # nothing moved, nothing started
+        assert ct('ct1', 'ls %s | wc -l' % DUMP_DIR).stdout.strip() == '3'
+        assert ct('ct1', 'ls -d %s.undrained-* 2>/dev/null | wc -l' % DUMP_DIR, check=False).stdout == asides
+        assert ct('ct1', 'systemctl is-active sglang-extraction.service', check=False).stdout.strip() == 'inactive'
+    finally:
+        ct('ct1', 'rm -f %s/seq-1.pt %s/seq-2.pt %s/seq-3.pt' % (DUMP_DIR, DUMP_DIR, DUMP_DIR))
 
 
 def test_stop_playbook_frees_ports_and_gpus(tmp_path, state):
