@@ -10,7 +10,7 @@ asserting on its stats and events. The tests run in order and build on each othe
    40 undrained dumps and a stale NCCL segment in ct1, a GPU holder in ct2, ct3 stopped;
    one run heals all of it, and the dumps are all still there, moved aside;
 4. an unreachable hypervisor (and its container): with extract_max_fail_percentage the
-   rest finish, with 0 the rollout stops;
+   rest finish; a failed canary batch (extract_serial 1, percentage 0) stops the rollout;
 5. a server that crashes at start fails its host with the cause; the next run heals it;
 6. bad values (tp-size 3 on 2 GPUs, port 70000, a model dir missing a shard) fail in
    preflight with nothing changed;
@@ -22,6 +22,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 import textwrap
 import time
 
@@ -39,6 +40,10 @@ CTS = {'ct1': ('10.200.0.101', 'pve1', 101), 'ct2': ('10.200.0.102', 'pve1', 102
 PORT = 8000
 DUMP_DIR = '/dev/shm/sglang_hs'
 HOLDER_PIDFILE = '/run/eagle3-rollout-port-holder.pid'
+# run in the lab-ctl network namespace: prints the HTTP status of a GET
+# (no proxy from the environment: the fleet is reached directly)
+HEALTH_GET = ('import sys, urllib.request as u; '
+              'print(u.build_opener(u.ProxyHandler({})).open(sys.argv[1], timeout=10).status)')
 
 
 def fleet_up():
@@ -147,10 +152,10 @@ def assert_healthy(result, hosts=tuple(CTS), run=None):
         assert run is None or rows[host][6] == run, (host, rows[host])
         assert 'http://%s:%d' % (address, PORT) in rows[host]
         # from outside the container: /health answers 200
-        answer = subprocess.run(['ip', 'netns', 'exec', 'lab-ctl', 'curl', '-s', '-o', '/dev/null', '-w',
-                                 '%{http_code}', 'http://%s:%d/health' % (address, PORT)],
+        answer = subprocess.run(['ip', 'netns', 'exec', 'lab-ctl', sys.executable, '-c', HEALTH_GET,
+                                 'http://%s:%d/health' % (address, PORT)],
                                 capture_output=True, text=True, check=False, timeout=30)
-        assert answer.stdout == '200', (host, answer.stdout, answer.stderr)
+        assert answer.stdout.strip() == '200', (host, answer.stdout, answer.stderr)
         assert ct(host, 'systemctl is-active sglang-extraction.service').stdout.strip() == 'active'
 
 
@@ -310,15 +315,19 @@ def test_unreachable_hypervisor_fails_only_its_container(tmp_path, state):
                                  'hypervisor pve3 is unreachable: '), summary
 
 
-def test_max_fail_percentage_zero_stops_the_rollout(tmp_path, state):
+def test_failed_canary_stops_the_rollout(tmp_path, state):
+    """extract_serial 1 and extract_max_fail_percentage 0: ct1 (a bad port) is the first
+    batch; its failure ends the rollout before ct2 and ct3 start."""
     assert state.get('cold'), 'needs the cold run'
-    # every role, so that the others have work to be stopped in
-    result = extract(tmp_path, 'stop-at-first', inventories=[unreachable_inventory(tmp_path)],
-                     extravars={'extract_max_fail_percentage': 0, 'extract_force': True})
+    bad = inventory(tmp_path, 'canary', {'all': {'hosts': {'ct1': {'sglang_server_port': 70000}}}})
+    result = extract(tmp_path, 'canary', inventories=[bad],
+                     extravars={'extract_serial': 1, 'extract_max_fail_percentage': 0})
 
     assert result.rc != 0
-    # the others stopped with ct4's failure: none reached its server's tasks, no table
-    assert result.results('Note the healthy server') == {}
+    assert result.failed_hosts() == ['ct1']
+    assert 'port=70000' in result.results('Fail this host', 'ct1')['ct1']['msg']
+    for host in ('ct2', 'ct3'):
+        assert result.results('Note when this host started', host) == {}
     assert 'Print one line per extraction server, then each failure and its cause' not in result.output
 
 

@@ -216,7 +216,3 @@ def sandbox(tmp_path):
 @pytest.fixture(scope='session')
 def python():
     return PYTHON
-
-
-def pytest_configure(config):
-    config.addinivalue_line('markers', 'fleet: needs the local fleet (make fleet)')
