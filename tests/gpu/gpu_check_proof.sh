@@ -7,11 +7,13 @@
 #              process, persistence mode on, driver == this machine's kernel module)
 #   2 busy     a python3 process allocates on every GPU with torch and ignores SIGTERM:
 #              gpu_check fails, naming the PID and the MiB
-#   3 reclaim  gpu_check_reclaim: true kills that process (SIGTERM ignored -> SIGKILL)
+#   3 serving  the same busy GPUs with gpu_check_require_idle: false (what extract.yml
+#              passes while its own server runs): gpu_check passes, nothing is killed
+#   4 reclaim  gpu_check_reclaim: true kills that process (SIGTERM ignored -> SIGKILL)
 #              and gpu_check passes; nvidia-smi then shows 0 MiB on every GPU
 #
 # Usage (from the repository root, on the GPU machine):  bash tests/gpu/gpu_check_proof.sh
-# Exit code 0 only if all three cases came out as above.
+# Exit code 0 only if all four cases came out as above.
 # Rehearsal without a GPU: GPU_PROOF_HOLDER='python3 tests/standins/nvidia_smi/nvidia-smi-standin
 #   hold --gpu all --mib 20000 --ignore-sigterm' GPU_PROOF_NVIDIA_SMI=<stand-in> GPU_PROOF_HYPERVISOR=''
 set -uo pipefail
@@ -23,10 +25,10 @@ HYPERVISOR=${GPU_PROOF_HYPERVISOR-localhost}
 # shellcheck source=tests/gpu/lib.sh
 . tests/gpu/lib.sh
 
-run_case() {  # case reclaim -> writes $WORK/<case>.json and .log
-  local case=$1 reclaim=$2 t0=$SECONDS
+run_case() {  # case reclaim [require_idle] -> writes $WORK/<case>.json and .log
+  local case=$1 reclaim=$2 require_idle=${3:-true} t0=$SECONDS
   ansible-playbook -i localhost, tests/gpu/gpu_check_proof.yml \
-    -e "proof_case=$case proof_reclaim=$reclaim proof_result=$WORK/$case.json" \
+    -e "proof_case=$case proof_reclaim=$reclaim proof_require_idle=$require_idle proof_result=$WORK/$case.json" \
     -e "proof_hypervisor=$HYPERVISOR proof_gpu_count=$GPU_COUNT" \
     -e "proof_nvidia_smi_path=$([ "$NVIDIA_SMI" = nvidia-smi ] || echo "$NVIDIA_SMI")" \
     >"$WORK/$case.log" 2>&1
@@ -69,21 +71,30 @@ else
 fi
 field "$WORK/busy.json" "'\n'.join('              ' + m for m in r.get('messages', []))"
 
-# ---- 3 reclaim
+# ---- 3 serving: busy on purpose
+run_case serving false false
+if [ "$(field "$WORK/serving.json" "r['passed']")" = True ] && kill -0 "$HOLDER_PID" 2>/dev/null; then
+  passed=$((passed + 1))
+  echo "[3 serving] PASS  gpu_check_require_idle: false passed with the GPUs busy, PID $HOLDER_PID alive: $(gpu_memory)"
+else
+  echo "[3 serving] FAIL  passed=$(field "$WORK/serving.json" "r['passed']"), holder alive: $(kill -0 "$HOLDER_PID" 2>/dev/null && echo yes || echo no); $(field "$WORK/serving.json" "' | '.join(r.get('messages', []))")"
+fi
+
+# ---- 4 reclaim
 run_case reclaim true
 after=$(gpu_memory)
 if [ "$(field "$WORK/reclaim.json" "r['passed']")" = True ] && ! kill -0 "$HOLDER_PID" 2>/dev/null \
    && [ -z "$(echo "$after" | tr ';' '\n' | awk -F', ' 'NF == 2 && $2 != 0')" ]; then
   passed=$((passed + 1))
-  echo "[3 reclaim] PASS  gpu_check_reclaim killed PID $HOLDER_PID and gpu_check passed: $(field "$WORK/reclaim.json" \
+  echo "[4 reclaim] PASS  gpu_check_reclaim killed PID $HOLDER_PID and gpu_check passed: $(field "$WORK/reclaim.json" \
     "'signals %s, GPU memory %s, reclaim took %ss' % (
        ', '.join('%s %s' % (k['signal'], k['pid']) for k in r['reclaim']['killed']),
        ' -> '.join(str(p['used_mib']) for p in r['reclaim'].get('gpu_memory_progress', [])),
        r['reclaim']['elapsed'])")"
 else
-  echo "[3 reclaim] FAIL  passed=$(field "$WORK/reclaim.json" "r['passed']"), holder alive: $(kill -0 "$HOLDER_PID" 2>/dev/null && echo yes || echo no); $(field "$WORK/reclaim.json" "' | '.join(r.get('messages', []))")"
+  echo "[4 reclaim] FAIL  passed=$(field "$WORK/reclaim.json" "r['passed']"), holder alive: $(kill -0 "$HOLDER_PID" 2>/dev/null && echo yes || echo no); $(field "$WORK/reclaim.json" "' | '.join(r.get('messages', []))")"
 fi
 echo "[after]     nvidia-smi index, memory.used: $after"
 sed 's/^/[timing]    /' "$WORK/timing.txt"
-echo "RESULT: $passed/3 cases as expected"
-[ "$passed" = 3 ]
+echo "RESULT: $passed/4 cases as expected"
+[ "$passed" = 4 ]
