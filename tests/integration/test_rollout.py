@@ -40,6 +40,8 @@ CTS = {'ct1': ('10.200.0.101', 'pve1', 101), 'ct2': ('10.200.0.102', 'pve1', 102
 PORT = 8000
 DUMP_DIR = '/dev/shm/sglang_hs'
 HOLDER_PIDFILE = '/run/eagle3-rollout-port-holder.pid'
+# exit 0 when the pid no longer runs: gone, or a zombie its (re)parent has not reaped yet
+GONE = "test ! -e /proc/%d || grep -q '^State:[[:space:]]*Z' /proc/%d/status"
 # run in the lab-ctl network namespace: prints the HTTP status of a GET
 # (no proxy from the environment: the fleet is reached directly)
 HEALTH_GET = ('import sys, urllib.request as u; '
@@ -279,7 +281,7 @@ def test_injected_faults_are_all_healed_in_one_run(tmp_path, state):
     escalated = result.results('Kill what listens on the port from the hypervisor (pct, vmid)', 'ct1')['ct1']
     assert escalated['changed'] is True and escalated['vmid'] == 101
     assert [k['pid'] for k in escalated['killed']] == [holder, holder]
-    assert ssh(NODES['pve1'], 'kill -0 %d' % holder, check=False).returncode != 0
+    assert ssh(NODES['pve1'], GONE % (holder, holder), check=False).returncode == 0
     # ct1: the stale segment removed; the dumps moved aside, all 40, unchanged
     assert ct('ct1', 'test -e /dev/shm/nccl-rollout-stale', check=False).returncode == 1
     aside = ct('ct1', 'ls -d %s.undrained-*' % DUMP_DIR).stdout.split()
@@ -287,7 +289,7 @@ def test_injected_faults_are_all_healed_in_one_run(tmp_path, state):
     assert ct('ct1', 'cd %s && sha256sum seq-*.pt | sort' % aside[0]).stdout == dumps
     assert ct('ct1', 'find %s -type f | wc -l' % DUMP_DIR).stdout.strip() == '0'
     # ct2: the GPU holder killed by gpu_check's reclaim
-    assert ct('ct2', 'kill -0 %d' % gpu_holder, check=False).returncode != 0
+    assert ct('ct2', GONE % (gpu_holder, gpu_holder), check=False).returncode == 0
     # ct3: started again by proxmox_container
     assert ssh(NODES['pve2'], 'pct status 103').stdout.strip() == 'status: running'
 
