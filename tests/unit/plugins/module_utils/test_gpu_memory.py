@@ -3,19 +3,17 @@ against the real nvidia-smi captures of tests/fixtures/nvidia-smi/ (byte for byt
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / '.ansible' / 'collections'))
+REPO = Path(__file__).resolve().parents[4]
 
-from ansible_collections.eagle3.extraction.plugins.module_utils import gpu_memory, procfs  # noqa: E402
+from ansible_collections.eagle3.extraction.plugins.module_utils import gpu_memory, procfs
 
 CAPTURES = REPO / 'tests' / 'fixtures' / 'nvidia-smi'
 H200 = CAPTURES / 'h200x2'
-PROC_FIXTURES = Path(__file__).resolve().parent / 'fixtures' / 'proc'
+PROC_FIXTURES = REPO / 'tests' / 'unit' / 'fixtures' / 'proc'
 
 
 class Replay(object):

@@ -10,18 +10,15 @@ pynvml, ls) are independent witnesses: the parsers must agree with them.
 from __future__ import annotations
 
 import re
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 FIXTURES = REPO / 'tests' / 'fixtures' / 'nvidia-smi'
-# the checkout is the collection eagle3.extraction through .ansible/collections (tests/bootstrap/venv.sh)
-sys.path.insert(0, str(REPO / '.ansible' / 'collections'))
 
-from ansible_collections.eagle3.extraction.plugins.module_utils import nvidia_smi  # noqa: E402
+from ansible_collections.eagle3.extraction.plugins.module_utils import nvidia_smi
 
 # Which test reads each fixture file.
 USES = {

@@ -12,17 +12,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / '.ansible' / 'collections'))
+REPO = Path(__file__).resolve().parents[4]
 
-from ansible_collections.eagle3.extraction.plugins.module_utils import pct_scope  # noqa: E402
-from ansible_collections.eagle3.extraction.plugins.module_utils.pct_scope import (  # noqa: E402
+from ansible_collections.eagle3.extraction.plugins.module_utils import pct_scope
+from ansible_collections.eagle3.extraction.plugins.module_utils.pct_scope import (
     ContainerError, ContainerScope, container_init_pid)
 
 RUNNING_101 = """\
@@ -223,7 +221,7 @@ def test_vanished_init_is_a_container_error(tmp_path):
         ContainerScope(101, 999999, proc_root=str(tmp_path))
 
 
-FIXTURES = Path(__file__).resolve().parent / 'fixtures' / 'proc'
+FIXTURES = REPO / 'tests' / 'unit' / 'fixtures' / 'proc'
 LXC = json.loads((FIXTURES / 'index.json').read_text()).get('lxc')
 needs_lxc_capture = pytest.mark.skipif(LXC is None, reason='fixtures captured without --lxc')
 

@@ -8,16 +8,13 @@ writes them: description as '#' lines, sorted keys, raw lxc.* lines last, then
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-# the checkout is the collection eagle3.extraction through .ansible/collections (tests/bootstrap/venv.sh)
-sys.path.insert(0, str(REPO / '.ansible' / 'collections'))
+REPO = Path(__file__).resolve().parents[4]
 
-from ansible_collections.eagle3.extraction.plugins.module_utils import pct  # noqa: E402
+from ansible_collections.eagle3.extraction.plugins.module_utils import pct
 
 SHM_256G = ('lxc.mount.entry', 'tmpfs dev/shm tmpfs rw,nosuid,nodev,size=256G,create=dir 0 0')
 SHM_128G = ('lxc.mount.entry', 'tmpfs dev/shm tmpfs rw,nosuid,nodev,size=128G,create=dir 0 0')

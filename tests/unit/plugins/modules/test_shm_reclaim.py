@@ -18,12 +18,11 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / '.ansible' / 'collections'))
+REPO = Path(__file__).resolve().parents[4]
 
-from ansible.module_utils.testing import patch_module_args  # noqa: E402
-from ansible_collections.eagle3.extraction.plugins.module_utils import procfs  # noqa: E402
-from ansible_collections.eagle3.extraction.plugins.modules import shm_reclaim  # noqa: E402
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.eagle3.extraction.plugins.module_utils import procfs
+from ansible_collections.eagle3.extraction.plugins.modules import shm_reclaim
 
 # keeps the file open, nothing else
 OPEN_HOLDER = [sys.executable, '-c',

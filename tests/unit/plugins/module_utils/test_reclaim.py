@@ -10,12 +10,11 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / '.ansible' / 'collections'))
+REPO = Path(__file__).resolve().parents[4]
 
-from ansible_collections.eagle3.extraction.plugins.module_utils import procfs, reclaim  # noqa: E402
+from ansible_collections.eagle3.extraction.plugins.module_utils import procfs, reclaim
 
-FIXTURES = Path(__file__).resolve().parent / 'fixtures' / 'proc'
+FIXTURES = REPO / 'tests' / 'unit' / 'fixtures' / 'proc'
 
 IGNORE_TERM = [sys.executable, '-c',
                'import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); '
@@ -104,17 +103,18 @@ def test_eperm_is_reported_without_waiting():
     """An owner we may not signal: terminate() run as nobody against a root process."""
     child, proc = start(['sleep', '30'])
     script = (
-        'import json, os, sys\n'
-        'sys.path.insert(0, %r)\n'
+        'import json, os\n'
         'from ansible_collections.eagle3.extraction.plugins.module_utils import procfs, reclaim\n'
         'target = procfs.read_process(%d)\n'
         'os.setgid(65534); os.setuid(65534)\n'
         'r = reclaim.terminate([target], signal_timeout=5, kill_timeout=5)\n'
         'print(json.dumps({"killed": r.killed, "errors": r.errors, "survivors": [p.pid for p in r.survivors]}))\n'
-        % (str(REPO / '.ansible' / 'collections'), proc.pid))
+        % proc.pid)
     try:
         began = time.monotonic()
-        out = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, check=True).stdout
+        env = dict(os.environ, PYTHONPATH=str(REPO / '.ansible' / 'collections'))
+        out = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, check=True,
+                             env=env).stdout
         result = json.loads(out)
         assert result['killed'] == [] and result['survivors'] == [proc.pid]
         assert [(e['pid'], e['signal']) for e in result['errors']] == [(proc.pid, 'SIGTERM')]

@@ -19,12 +19,11 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / '.ansible' / 'collections'))
+REPO = Path(__file__).resolve().parents[4]
 
-from ansible_collections.eagle3.extraction.plugins.module_utils import procfs  # noqa: E402
+from ansible_collections.eagle3.extraction.plugins.module_utils import procfs
 
-FIXTURES = Path(__file__).resolve().parent / 'fixtures' / 'proc'
+FIXTURES = REPO / 'tests' / 'unit' / 'fixtures' / 'proc'
 SANDBOX = FIXTURES / 'sandbox'
 HOST = FIXTURES / 'host'
 INDEX = json.loads((FIXTURES / 'index.json').read_text())

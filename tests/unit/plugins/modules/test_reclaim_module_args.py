@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / '.ansible' / 'collections'))
+REPO = Path(__file__).resolve().parents[4]
 
-from ansible.module_utils.testing import patch_module_args  # noqa: E402
-from ansible_collections.eagle3.extraction.plugins.modules import port_reclaim, process_reclaim  # noqa: E402
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.eagle3.extraction.plugins.modules import port_reclaim, process_reclaim
 
 
 def run(module, args, capsys):
