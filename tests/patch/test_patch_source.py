@@ -52,5 +52,5 @@ def test_the_capture_module_lands_where_the_patch_imports_it(version):
     assert "from sglang.srt import eagle3_hs_capture" in text
     with open(os.path.join(sglang_source.ROLE, "vars", "main.yml")) as f:
         assert yaml.safe_load(f)["__sglang_patch_module_name"] == "eagle3_hs_capture.py"
-    with open(os.path.join(sglang_source.ROLE, "tasks", "preflight.yml")) as f:
+    with open(os.path.join(sglang_source.ROLE, "vars", "main.yml")) as f:
         assert "/srt/{{ __sglang_patch_module_name }}" in f.read()

@@ -1,0 +1,194 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+---
+module: python_env_facts
+short_description: What the Python interpreter running the module can import, which distributions it has, which checkouts are editable
+version_added: 0.1.0
+description:
+  - Reads, without importing them, what a Python environment holds. Run it with the environment's own interpreter
+    (C(vars: ansible_python_interpreter: /root/ml-env/bin/python)): every answer is that interpreter's.
+  - O(modules) are located with C(importlib.util.find_spec), which does not run a top-level package's
+    C(__init__) (a dotted name imports its parent packages, as C(python -m) would). Heavy packages such as sglang,
+    whose import may start CUDA, are found without being imported.
+  - O(distributions) are looked up with C(importlib.metadata).
+  - O(editable_paths) are compared with the PEP 610 C(direct_url.json) of every installed distribution.
+  - Changes nothing.
+author:
+  - eagle3.extraction maintainers (@eagle3)
+options:
+  modules:
+    description:
+      - Dotted module names to locate.
+    type: list
+    elements: str
+    default: []
+  distributions:
+    description:
+      - Distribution (package) names whose installed version to read.
+    type: list
+    elements: str
+    default: []
+  editable_paths:
+    description:
+      - Absolute paths of source checkouts; RV(editable_paths_missing) lists those not installed editable.
+    type: list
+    elements: path
+    default: []
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+notes:
+  - The interpreter must be Python 3.8 or newer (C(importlib.metadata)).
+'''
+
+EXAMPLES = r'''
+- name: Find sglang and its version without importing it
+  eagle3.extraction.python_env_facts:
+    modules: [sglang]
+    distributions: [sglang]
+  vars:
+    ansible_python_interpreter: /root/ml-env/bin/python
+  register: found
+
+- name: Fail unless sglang is installed
+  ansible.builtin.assert:
+    that:
+      - found.modules.sglang.error is none
+      - found.distributions.sglang is not none
+'''
+
+RETURN = r'''
+python:
+  description: The interpreter that answered.
+  returned: always
+  type: dict
+  contains:
+    executable:
+      description: C(sys.executable).
+      type: str
+    version:
+      description: Its version, C(major.minor.micro).
+      type: str
+  sample: {executable: /root/ml-env/bin/python, version: 3.12.3}
+modules:
+  description: One entry per O(modules) name.
+  returned: always
+  type: dict
+  contains:
+    error:
+      description: Why it cannot be found, or null.
+      type: str
+    path:
+      description: The package directory (real path) of a package, the file of a module, or null.
+      type: str
+  sample: {sglang: {error: null, path: /root/ml-env/lib/python3.12/site-packages/sglang}}
+distributions:
+  description: The installed version of each O(distributions) name, null where it is not installed.
+  returned: always
+  type: dict
+  sample: {sglang: 0.5.23}
+editable_paths_missing:
+  description: The O(editable_paths) not installed editable, in the order given.
+  returned: always
+  type: list
+  elements: str
+'''
+
+import importlib.util
+import json
+import os
+import re
+import sys
+
+from ansible.module_utils.basic import AnsibleModule
+
+MODULE_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*')
+# PEP 508 names
+DISTRIBUTION_NAME = re.compile(r'[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9]')
+
+
+def locate(name):
+    """{'error': None or why, 'path': package dir or module file}; runs no top-level __init__."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except Exception as exc:  # a parent package is missing or fails to import
+        return {'error': '%s: %s' % (type(exc).__name__, exc), 'path': None}
+    if spec is None:
+        return {'error': 'No module named %r' % name, 'path': None}
+    if spec.submodule_search_locations:
+        return {'error': None, 'path': os.path.realpath(list(spec.submodule_search_locations)[0])}
+    origin = spec.origin if spec.origin and os.path.isabs(spec.origin) else None
+    return {'error': None, 'path': os.path.realpath(origin) if origin else None}
+
+
+def installed_version(name):
+    import importlib.metadata
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def editable_checkouts():
+    """Real paths of the source checkouts installed editable (PEP 610 direct_url.json)."""
+    import importlib.metadata
+    from urllib.parse import urlparse
+    from urllib.request import url2pathname
+    have = set()
+    for dist in importlib.metadata.distributions():
+        raw = dist.read_text('direct_url.json')
+        if not raw:
+            continue
+        try:
+            info = json.loads(raw)
+        except ValueError:
+            continue
+        if info.get('dir_info', {}).get('editable') and info.get('url', '').startswith('file:'):
+            have.add(os.path.realpath(url2pathname(urlparse(info['url']).path)))
+    return have
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            modules=dict(type='list', elements='str', default=[]),
+            distributions=dict(type='list', elements='str', default=[]),
+            editable_paths=dict(type='list', elements='path', default=[]),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    for name in params['modules']:
+        if not MODULE_NAME.fullmatch(name):
+            module.fail_json(msg='modules: %r is not a dotted module name' % name)
+    for name in params['distributions']:
+        if not DISTRIBUTION_NAME.fullmatch(name):
+            module.fail_json(msg='distributions: %r is not a distribution name' % name)
+    for path in params['editable_paths']:
+        if not os.path.isabs(path) or any(ord(c) < 32 for c in path):
+            module.fail_json(msg='editable_paths: %r is not an absolute path' % path)
+
+    have = editable_checkouts() if params['editable_paths'] else set()
+    module.exit_json(
+        changed=False,
+        python={'executable': sys.executable, 'version': '%d.%d.%d' % sys.version_info[:3]},
+        modules={name: locate(name) for name in params['modules']},
+        distributions={name: installed_version(name) for name in params['distributions']},
+        editable_paths_missing=[p for p in params['editable_paths'] if os.path.realpath(p) not in have],
+    )
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,78 @@
+"""python_env_facts answers with the interpreter that runs it, and imports nothing it is
+asked to find: a package whose __init__ raises is still located, with its directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.eagle3.extraction.plugins.modules import python_env_facts
+
+
+def run(args, capsys):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            python_env_facts.main()
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    """A directory on sys.path with a package that must not be imported and an editable install record."""
+    pkg = tmp_path / 'explodes'
+    pkg.mkdir()
+    (pkg / '__init__.py').write_text('raise RuntimeError("imported")\n')
+    (pkg / 'sub.py').write_text('')
+    (tmp_path / 'plain.py').write_text('')
+    checkout = tmp_path / 'checkout'
+    checkout.mkdir()
+    info = tmp_path / 'demo_dist-1.2.3.dist-info'
+    info.mkdir()
+    (info / 'METADATA').write_text('Metadata-Version: 2.1\nName: demo-dist\nVersion: 1.2.3\n')
+    (info / 'direct_url.json').write_text(json.dumps(
+        {'url': 'file://' + str(checkout), 'dir_info': {'editable': True}}))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def test_finds_without_importing_and_reads_versions(site, capsys):
+    result = run({'modules': ['explodes', 'plain', 'no_such_module', 'json'],
+                  'distributions': ['demo-dist', 'no-such-dist']}, capsys)
+    assert not result['changed']
+    assert result['modules']['explodes'] == {'error': None, 'path': os.path.realpath(site / 'explodes')}
+    assert 'explodes' not in sys.modules
+    assert result['modules']['plain']['path'] == os.path.realpath(site / 'plain.py')
+    assert result['modules']['no_such_module'] == {'error': "No module named 'no_such_module'", 'path': None}
+    assert result['modules']['json']['error'] is None
+    assert result['distributions'] == {'demo-dist': '1.2.3', 'no-such-dist': None}
+    assert result['python']['executable'] == sys.executable
+
+
+def test_a_submodule_whose_parent_fails_names_the_reason(site, capsys):
+    result = run({'modules': ['explodes.sub', 'no_such_module.sub']}, capsys)
+    assert result['modules']['explodes.sub']['error'] == 'RuntimeError: imported'
+    assert result['modules']['no_such_module.sub']['error'].startswith('ModuleNotFoundError')
+
+
+def test_lists_checkouts_not_installed_editable(site, capsys):
+    other = site / 'other'
+    other.mkdir()
+    result = run({'editable_paths': [str(site / 'checkout'), str(other)]}, capsys)
+    assert result['editable_paths_missing'] == [str(other)]
+
+
+@pytest.mark.parametrize('args, says', [
+    ({'modules': ['sglang; import os']}, 'modules'),
+    ({'modules': ['sglang\n']}, 'modules'),
+    ({'modules': ['']}, 'modules'),
+    ({'distributions': ['sglang==0.5']}, 'distributions'),
+    ({'distributions': ['-sglang']}, 'distributions'),
+    ({'editable_paths': ['relative/checkout']}, 'editable_paths'),
+    ({'editable_paths': ['/srv/a\nb']}, 'editable_paths'),
+])
+def test_bad_names_are_refused(args, says, capsys):
+    result = run(args, capsys)
+    assert result['failed'] and result['msg'].startswith(says)
