@@ -1,0 +1,89 @@
+# Copyright: eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Conversations -> ``input_ids`` and ``loss_mask``, the way SpecForge's preprocessing does it.
+
+SpecForge (``specforge/data/parse.py``, ``GeneralParser``) renders the turns with the
+tokenizer's own chat template (``apply_chat_template(tokenize=False)``), tokenizes
+the text without adding special tokens, and marks as trained (1) the tokens of each
+assistant reply: the text after the template's assistant header up to and
+including its end-of-turn token. We do the same with ``transformers`` (the
+tokenizer and its template are the model's), locating tokens through the fast
+tokenizer's offset mapping.
+"""
+import array
+import re
+
+
+class ChatTemplateError(ValueError):
+    """A conversation cannot be turned into tokens."""
+
+
+def _normalize(turn):
+    role = turn.get("role", turn.get("from", ""))
+    content = turn.get("content")
+    if content is None:
+        content = turn.get("value") or ""
+    role = {"human": "user", "gpt": "assistant"}.get(role, role)
+    return {"role": role, "content": content}
+
+
+class ConversationTokenizer:
+    """Holds one tokenizer; :meth:`encode` turns a conversation into two arrays."""
+
+    def __init__(self, tokenizer, assistant_header, end_of_turn, system_prompt="",
+                 max_length=0):
+        if not assistant_header or not end_of_turn:
+            raise ChatTemplateError(
+                "conversations need the chat template's assistant header and end-of-turn "
+                "token (chat_assistant_header, chat_end_of_turn)")
+        if not getattr(tokenizer, "is_fast", False):
+            raise ChatTemplateError("the tokenizer must be a fast tokenizer (offset mapping)")
+        self.tokenizer = tokenizer
+        self.system_prompt = system_prompt
+        self.max_length = max_length
+        self.pattern = re.compile(
+            re.escape(assistant_header) + r"([\s\S]*?(?:" + re.escape(end_of_turn) + "|$))")
+
+    @classmethod
+    def from_pretrained(cls, path, **kwargs):
+        from transformers import AutoTokenizer  # pylint: disable=import-outside-toplevel
+        return cls(AutoTokenizer.from_pretrained(path), **kwargs)
+
+    def messages(self, turns):
+        turns = [_normalize(t) for t in turns]
+        messages = []
+        if turns and turns[0]["role"] == "system":
+            messages.append(turns.pop(0))
+        elif self.system_prompt:
+            messages.append({"role": "system", "content": self.system_prompt})
+        if not turns or turns[0]["role"] != "user":
+            raise ChatTemplateError("the first turn after the system prompt must be the user's")
+        for prev, turn in zip([None] + turns[:-1], turns):
+            if turn["role"] not in ("user", "assistant"):
+                raise ChatTemplateError(f"unknown role {turn['role']!r}")
+            if prev is not None and prev["role"] == turn["role"]:
+                raise ChatTemplateError(f"two {turn['role']} turns in a row")
+        messages.extend(turns)
+        if not any(m["role"] == "assistant" for m in messages):
+            raise ChatTemplateError("no assistant turn: nothing to train on")
+        return messages
+
+    def encode(self, turns):
+        text = self.tokenizer.apply_chat_template(
+            self.messages(turns), tokenize=False, add_generation_prompt=False)
+        kwargs = {"add_special_tokens": False, "return_offsets_mapping": True}
+        if self.max_length:
+            kwargs.update(truncation=True, max_length=self.max_length)
+        enc = self.tokenizer(text, **kwargs)
+        ids = array.array("q", enc["input_ids"])
+        mask = array.array("q", bytes(8 * len(ids)))
+        spans = [m.span(1) for m in self.pattern.finditer(text)]
+        if not spans:
+            raise ChatTemplateError(
+                "the rendered text has no assistant header: check chat_assistant_header")
+        for n, (start, end) in enumerate(enc["offset_mapping"]):
+            if any(start < s_end and end > s_start for s_start, s_end in spans):
+                mask[n] = 1
+        if not ids:
+            raise ChatTemplateError("the conversation gave no tokens")
+        return ids, mask

@@ -1,0 +1,32 @@
+# Copyright: eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Command line: ``python -m eagle3_extraction_job run --config /etc/eagle3-extraction/job.json``.
+
+Exit status: 0 every sample of the shard is done; 1 some are not (systemd restarts
+the unit, and the restart resumes); 2 refused to start (bad config, not enough
+space, another job's output dir, a refused API key): a restart would not help.
+"""
+import argparse
+import logging
+import sys
+
+from eagle3_extraction_job import config, job
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="eagle3_extraction_job")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="extract this host's shard (resumes)")
+    run.add_argument("--config", required=True, help="the job's JSON config")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout,
+                        format="%(asctime)s %(levelname)s %(message)s")
+    log = logging.getLogger("eagle3_extraction_job")
+    try:
+        cfg = config.load(args.config)
+        api_key = config.read_api_key(cfg.api_key_file)
+    except (OSError, config.ConfigError) as exc:
+        log.error("refused to start: %s", exc)
+        return job.EXIT_REFUSED
+    import torch  # pylint: disable=import-outside-toplevel
+    return job.Job(cfg, torch, api_key=api_key).run()

@@ -1,0 +1,166 @@
+# Copyright: eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The job's settings: one JSON file written by the ``extraction_job`` role.
+
+Every value is checked whole before anything runs; a bad one raises
+:class:`ConfigError` naming the key and the value. The API key is not here: the
+config names a root-only file that holds it.
+"""
+import dataclasses
+import json
+import math
+import os
+
+from eagle3_extraction_job import names
+
+
+class ConfigError(ValueError):
+    """A setting is missing or out of range."""
+
+
+@dataclasses.dataclass
+class JobConfig:  # pylint: disable=too-many-instance-attributes
+    job: str
+    dataset: str
+    output_dir: str
+    dump_dir: str = "/dev/shm/sglang_hs"
+    status_file: str = ""
+    host: str = ""
+    # dataset
+    dataset_format: str = "auto"           # auto | tokenized | conversations
+    tokenizer_path: str = ""               # conversations: the model's tokenizer
+    chat_assistant_header: str = ""        # conversations: where an assistant turn starts
+    chat_end_of_turn: str = ""             # conversations: where a turn ends
+    chat_system_prompt: str = ""
+    max_length: int = 0                    # conversations: truncate (0: no limit)
+    shard_index: int = 0
+    shard_count: int = 1
+    # server
+    server_url: str = "http://127.0.0.1:8000"
+    api_key_file: str = ""
+    concurrency: int = 16
+    request_timeout: float = 600.0
+    max_attempts: int = 8
+    backoff_initial: float = 1.0
+    backoff_max: float = 60.0
+    ack_timeout: float = 600.0             # after a 200, how long the dump may take
+    health_timeout: float = 3600.0         # how long to wait for the server at start
+    # drain
+    drain_workers: int = 4
+    poll_interval: float = 0.2
+    # model (for the space estimate and the checks)
+    model_path: str = ""
+    hidden_size: int = 0                   # 0: read config.json under model_path
+    captured_layers: int = 3
+    capture_patch_sha256: str = ""
+    # space and backpressure
+    space_margin: float = 0.10
+    shm_high: float = 0.70
+    shm_low: float = 0.50
+    output_free_floor_bytes: int = 8 * 2**30
+    output_free_resume_bytes: int = 12 * 2**30
+    status_interval: float = 2.0
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self):  # pylint: disable=too-many-branches
+        def bad(key, why):
+            raise ConfigError(f"{key}={getattr(self, key)!r}: {why}")
+
+        if not names.valid_job(self.job):
+            bad("job", f"expected {names.JOB_RE.pattern} (no '-': it separates job and sample id)")
+        for key in ("dataset", "output_dir", "dump_dir"):
+            value = getattr(self, key)
+            if not isinstance(value, str) or not os.path.isabs(value):
+                bad(key, "expected an absolute path")
+        for key in ("dataset", "output_dir", "dump_dir", "status_file", "tokenizer_path",
+                    "api_key_file", "model_path", "host", "server_url"):
+            value = getattr(self, key)
+            if not isinstance(value, str) or any(ord(c) < 32 or ord(c) == 127 for c in value):
+                bad(key, "expected a string without control characters")
+        if os.path.abspath(self.output_dir) in ("/", os.path.abspath(self.dump_dir)):
+            bad("output_dir", "must be its own directory, not / nor the dump dir")
+        if self.dataset_format not in ("auto", "tokenized", "conversations"):
+            bad("dataset_format", "expected auto, tokenized or conversations")
+        if not self.server_url.startswith(("http://", "https://")):
+            bad("server_url", "expected an http:// or https:// URL")
+        ints = {"shard_count": 1, "shard_index": 0, "concurrency": 1, "max_attempts": 1,
+                "drain_workers": 1, "captured_layers": 1, "hidden_size": 0, "max_length": 0,
+                "output_free_floor_bytes": 0, "output_free_resume_bytes": 0}
+        for key, minimum in ints.items():
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                bad(key, f"expected an integer >= {minimum}")
+        if self.shard_index >= self.shard_count:
+            bad("shard_index", f"expected 0 <= shard_index < shard_count ({self.shard_count})")
+        floats = ("request_timeout", "backoff_initial", "backoff_max", "ack_timeout",
+                  "health_timeout", "poll_interval", "status_interval")
+        for key in floats:
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value) or value <= 0:
+                bad(key, "expected a finite number > 0")
+        for key in ("shm_high", "shm_low", "space_margin"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value) or not 0 <= value <= 1:
+                bad(key, "expected a number between 0 and 1")
+        if self.shm_low > self.shm_high:
+            bad("shm_low", f"must not exceed shm_high ({self.shm_high})")
+        if self.output_free_resume_bytes < self.output_free_floor_bytes:
+            bad("output_free_resume_bytes",
+                f"must be at least output_free_floor_bytes ({self.output_free_floor_bytes})")
+        if self.capture_patch_sha256 and (len(self.capture_patch_sha256) != 64 or any(
+                c not in "0123456789abcdef" for c in self.capture_patch_sha256)):
+            bad("capture_patch_sha256", "expected 64 lower-case hex digits")
+
+    @property
+    def manifest_path(self):
+        return os.path.join(self.output_dir, "manifest.sqlite")
+
+    @property
+    def card_path(self):
+        return os.path.join(self.output_dir, "dataset_card.json")
+
+    @property
+    def effective_status_file(self):
+        return self.status_file or os.path.join(self.output_dir, "status.json")
+
+
+def from_dict(raw):
+    if not isinstance(raw, dict):
+        raise ConfigError(f"the config must be a JSON object, got {type(raw).__name__}")
+    known = {f.name for f in dataclasses.fields(JobConfig)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(f"unknown keys in the config: {', '.join(unknown)}")
+    missing = sorted(k for k in ("job", "dataset", "output_dir") if k not in raw)
+    if missing:
+        raise ConfigError(f"missing keys in the config: {', '.join(missing)}")
+    return JobConfig(**raw)
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        try:
+            raw = json.load(f)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}: not valid JSON: {exc}") from exc
+    return from_dict(raw)
+
+
+def read_api_key(path):
+    """The key from a root-only file; refuses a file others can read."""
+    if not path:
+        return ""
+    st = os.stat(path)
+    if st.st_mode & 0o077:
+        raise ConfigError(
+            f"api_key_file={path!r}: mode {st.st_mode & 0o777:o} lets others read it; "
+            "expected 0600 or 0400")
+    with open(path, encoding="utf-8") as f:
+        key = f.read().strip()
+    if any(ord(c) < 33 or ord(c) == 127 for c in key):
+        raise ConfigError(f"api_key_file={path!r}: the key holds whitespace or control characters")
+    return key

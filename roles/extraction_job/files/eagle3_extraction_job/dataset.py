@@ -1,0 +1,136 @@
+# Copyright: eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Reading the dataset (JSON Lines) and keeping this host's shard.
+
+A line is either pre-tokenized (``id``, ``input_ids``, ``loss_mask``: same length,
+token ids >= 0, mask 0/1) or a conversation (``id``, ``conversations``: a list of
+role/content turns) that :mod:`eagle3_extraction_job.chat` turns into the same
+fields. A bad line is reported with its line number and id and skipped; the good
+lines go on. Every line is read (ids must be unique across the whole dataset, and
+the file's sha256 is the card's provenance), but only this shard's samples are
+kept in memory, their token ids as compact ``array('q')``.
+"""
+import array
+import dataclasses
+import hashlib
+import json
+
+from eagle3_extraction_job import names
+
+
+@dataclasses.dataclass
+class Sample:
+    sample_id: str
+    input_ids: array.array = None
+    loss_mask: array.array = None
+    conversations: list = None   # set until the chat template turned it into tokens
+    line: int = 0
+
+    @property
+    def tokens(self):
+        return len(self.input_ids)
+
+
+@dataclasses.dataclass
+class BadLine:
+    line: int
+    sample_id: object
+    reason: str
+
+    def __str__(self):
+        ident = "no id" if self.sample_id is None else f"id {self.sample_id!r}"
+        return f"line {self.line} ({ident}): {self.reason}"
+
+
+@dataclasses.dataclass
+class Scan:
+    samples: list            # this shard's good samples, in file order
+    bad_lines: list
+    dataset_samples: int     # good lines in the whole file, every shard
+    sha256: str
+    lines: int
+
+
+def shard_of(sample_id, count):
+    """The shard a sample belongs to: stable across runs, hosts and Python versions."""
+    digest = hashlib.sha256(sample_id.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % count
+
+
+def _int_list(value, what, allowed=None):
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"{what} must be a non-empty list of integers")
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v >= 2**63:
+            raise ValueError(f"{what} holds {v!r}, not a token id >= 0")
+        if allowed is not None and v not in allowed:
+            raise ValueError(f"{what} holds {v!r}, expected only 0 and 1")
+    return array.array("q", value)
+
+
+def parse_record(record, dataset_format="auto"):
+    """One decoded line -> :class:`Sample` (tokens or conversations); raises ValueError."""
+    if not isinstance(record, dict):
+        raise ValueError("a line must be a JSON object")
+    sample_id = record.get("id")
+    if not names.valid_sample_id(sample_id):
+        raise ValueError(f"id must match {names.SAMPLE_ID_RE.pattern}")
+    fmt = dataset_format
+    if fmt == "auto":
+        fmt = "conversations" if "conversations" in record and "input_ids" not in record \
+            else "tokenized"
+    if fmt == "tokenized":
+        for key in ("input_ids", "loss_mask"):
+            if key not in record:
+                raise ValueError(f"missing {key}")
+        ids = _int_list(record["input_ids"], "input_ids")
+        mask = _int_list(record["loss_mask"], "loss_mask", allowed=(0, 1))
+        if len(ids) != len(mask):
+            raise ValueError(f"input_ids has {len(ids)} tokens but loss_mask {len(mask)}")
+        return Sample(sample_id, input_ids=ids, loss_mask=mask)
+    turns = record.get("conversations")
+    if not isinstance(turns, list) or not turns:
+        raise ValueError("conversations must be a non-empty list of turns")
+    for n, turn in enumerate(turns):
+        if not isinstance(turn, dict):
+            raise ValueError(f"conversations[{n}] is not an object")
+        role = turn.get("role", turn.get("from"))
+        content = turn.get("content", turn.get("value"))
+        if not isinstance(role, str) or not isinstance(content, str):
+            raise ValueError(f"conversations[{n}] needs string role and content")
+    return Sample(sample_id, conversations=turns)
+
+
+def scan(path, shard_index=0, shard_count=1, dataset_format="auto"):
+    """Read the whole file once: this shard's samples, the bad lines, the sha256."""
+    digest = hashlib.sha256()
+    samples, bad = [], []
+    first_line = {}
+    good = 0
+    lineno = 0
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            digest.update(raw)
+            if not raw.strip():
+                continue
+            sample_id = None
+            try:
+                record = json.loads(raw)
+                if isinstance(record, dict):
+                    sample_id = record.get("id")
+                sample = parse_record(record, dataset_format)
+            except (ValueError, UnicodeDecodeError) as exc:
+                bad.append(BadLine(lineno, sample_id if isinstance(sample_id, str) else None,
+                                   str(exc)))
+                continue
+            if sample.sample_id in first_line:
+                bad.append(BadLine(lineno, sample.sample_id,
+                                   f"duplicate id (first on line {first_line[sample.sample_id]})"))
+                continue
+            first_line[sample.sample_id] = lineno
+            good += 1
+            if shard_of(sample.sample_id, shard_count) == shard_index:
+                sample.line = lineno
+                samples.append(sample)
+    return Scan(samples=samples, bad_lines=bad, dataset_samples=good,
+                sha256=digest.hexdigest(), lines=lineno)

@@ -1,0 +1,203 @@
+# Copyright: eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One dump in ``/dev/shm`` -> one durable SpecForge ``.ckpt``, recorded, then the dump removed.
+
+The order is the whole point: check the dump against the sample, reserve a file
+index in the manifest, write the ``.ckpt`` under a temporary name, fsync it, link it
+to its final name (``link`` fails rather than replace a finished file), fsync the
+directory, mark the row ``done``, and only then delete the dump. A crash anywhere
+leaves either the dump or a done file, never neither.
+"""
+import hashlib
+import os
+import shutil
+import time
+
+from eagle3_extraction_job import names
+
+SPECFORGE_KEYS = ("input_ids", "loss_mask", "hidden_state", "aux_hidden_state")
+
+
+class DumpRejected(ValueError):
+    """A dump does not match its sample (or is unreadable)."""
+
+
+class _HashingWriter:
+    """A file object for ``torch.save`` that hashes what it writes on the way."""
+
+    def __init__(self, f):
+        self._f = f
+        self.sha256 = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data):
+        self.sha256.update(data)
+        self.size += len(data)
+        return self._f.write(data)
+
+    def flush(self):
+        self._f.flush()
+
+
+def fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def check_dump(torch, dump, sample, hidden_size=0, captured_layers=0):
+    """Raise :class:`DumpRejected` unless ``dump`` is this sample's hidden states."""
+    if not isinstance(dump, dict):
+        raise DumpRejected("not a dict")
+    for key in ("input_ids", "hidden_state", "aux_hidden_state"):
+        if not isinstance(dump.get(key), torch.Tensor):
+            raise DumpRejected(f"{key} missing or not a tensor")
+    ids, hidden, aux = dump["input_ids"], dump["hidden_state"], dump["aux_hidden_state"]
+    tokens = len(sample.input_ids)
+    if ids.dtype != torch.int64 or ids.dim() != 1:
+        raise DumpRejected(f"input_ids is {ids.dtype} {list(ids.shape)}, expected int64 [T]")
+    if ids.numel() != tokens:
+        raise DumpRejected(f"input_ids has {ids.numel()} tokens, the sample {tokens}")
+    expected = torch.frombuffer(sample.input_ids, dtype=torch.int64)
+    if not torch.equal(ids, expected):
+        first = int((ids != expected).nonzero()[0, 0])
+        raise DumpRejected(f"input_ids differ from the sample's from token {first} on")
+    for key, t in (("hidden_state", hidden), ("aux_hidden_state", aux)):
+        if t.dtype != torch.bfloat16:
+            raise DumpRejected(f"{key} is {t.dtype}, expected bfloat16")
+        if t.dim() != 3 or t.shape[0] != 1 or t.shape[1] != tokens:
+            raise DumpRejected(f"{key} has shape {list(t.shape)}, expected [1, {tokens}, ...]")
+    width = hidden.shape[2]
+    if hidden_size and width != hidden_size:
+        raise DumpRejected(f"hidden_state width {width}, the model's hidden size {hidden_size}")
+    if width == 0 or aux.shape[2] % width:
+        raise DumpRejected(f"aux_hidden_state width {aux.shape[2]} is not a multiple of {width}")
+    if captured_layers and aux.shape[2] != captured_layers * width:
+        raise DumpRejected(f"aux_hidden_state width {aux.shape[2]}, expected "
+                           f"{captured_layers} x {width}")
+    for key, t in (("hidden_state", hidden), ("aux_hidden_state", aux)):
+        if not bool(torch.isfinite(t).all()):
+            raise DumpRejected(f"{key} holds NaN or Inf")
+
+
+class Drainer:
+    """Drains dumps for one output directory; safe to call from several threads."""
+
+    def __init__(self, torch, manifest, output_dir, hidden_size=0, captured_layers=0):
+        self.torch = torch
+        self.manifest = manifest
+        self.output_dir = output_dir
+        self.hidden_size = hidden_size
+        self.captured_layers = captured_layers
+        self.rejected_dir = os.path.join(output_dir, "rejected")
+        self._provenance = None  # (layer_ids, captured_layers, sglang_version, model)
+
+    def load(self, path):
+        try:
+            return self.torch.load(path, weights_only=True, mmap=True, map_location="cpu")
+        except Exception as exc:  # pylint: disable=broad-except
+            raise DumpRejected(f"cannot be loaded: {exc!r}") from exc
+
+    def _check_provenance(self, dump):
+        seen = tuple(str(dump.get(k, "")) for k in
+                     ("layer_ids", "captured_layers", "sglang_version", "model"))
+        if self._provenance is None:
+            self.manifest.pin(layer_ids=seen[0], captured_layers=seen[1],
+                              sglang_version=seen[2], model_class=seen[3])
+            self._provenance = seen
+        elif seen != self._provenance:
+            raise DumpRejected(f"captured with {seen}, the output holds {self._provenance}")
+
+    def drain(self, dump_path, sample):
+        """Returns ``("done", row)``, ``("duplicate", path)`` or raises DumpRejected."""
+        done_path = self.manifest.is_done(sample.sample_id)
+        if done_path is not None:
+            if not os.path.exists(os.path.join(self.output_dir, done_path)):
+                raise DumpRejected(f"the manifest has it done at {done_path}, which is missing")
+            # already durable (a re-sent request after a crash): this dump is a copy
+            os.unlink(dump_path)
+            return "duplicate", done_path
+        dump = self.load(dump_path)
+        check_dump(self.torch, dump, sample, self.hidden_size, self.captured_layers)
+        self._check_provenance(dump)
+        payload = {
+            "input_ids": dump["input_ids"],
+            "loss_mask": self.torch.frombuffer(sample.loss_mask, dtype=self.torch.int64).clone(),
+            "hidden_state": dump["hidden_state"],
+            "aux_hidden_state": dump["aux_hidden_state"],
+        }
+        _, relpath = self.manifest.reserve(sample.sample_id, names.ckpt_relpath)
+        try:
+            nbytes, sha = self.write(relpath, payload)
+            self.manifest.finish(sample.sample_id, len(sample.input_ids), nbytes, sha)
+        except BaseException:
+            # ENOSPC, EIO...: the dump stays; undo the reservation so a later try can redo it
+            final = os.path.join(self.output_dir, relpath)
+            if self.manifest.is_done(sample.sample_id) is None:
+                if os.path.exists(final):
+                    os.unlink(final)
+                self.manifest.drop(sample.sample_id)
+            raise
+        del dump, payload
+        os.unlink(dump_path)
+        return "done", {"path": relpath, "bytes": nbytes, "sha256": sha}
+
+    def write(self, relpath, payload):
+        final = os.path.join(self.output_dir, relpath)
+        directory = os.path.dirname(final)
+        if not os.path.isdir(directory):
+            os.makedirs(directory, exist_ok=True)
+            fsync_dir(self.output_dir)
+        tmp = os.path.join(directory, f".{os.path.basename(final)}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            writer = _HashingWriter(f)
+            self.torch.save(payload, writer)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, final)   # never replaces: EEXIST if a file is there
+        finally:
+            os.unlink(tmp)
+        fsync_dir(directory)
+        return writer.size, writer.sha256.hexdigest()
+
+    def reject(self, dump_path, reason):
+        """Keep a rejected dump for a person to look at, off /dev/shm; then remove it."""
+        os.makedirs(self.rejected_dir, exist_ok=True)
+        base = os.path.basename(dump_path)
+        target = os.path.join(self.rejected_dir, f"{base}.{time.strftime('%Y%m%dT%H%M%S')}")
+        tmp = os.path.join(self.rejected_dir, f".{base}.tmp")
+        with open(dump_path, "rb") as src, open(tmp, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 22)
+            dst.flush()
+            os.fsync(dst.fileno())
+        os.replace(tmp, target)
+        with open(os.path.join(self.rejected_dir, os.path.basename(target) + ".reason"),
+                  "w", encoding="utf-8") as f:
+            f.write(reason + "\n")
+        fsync_dir(self.rejected_dir)
+        os.unlink(dump_path)
+        return target
+
+
+def recover(manifest, output_dir):
+    """Undo what a crash interrupted: ``writing`` rows and temporary files.
+
+    Returns the number of interrupted writes removed. Their dumps still exist (a
+    dump is deleted only after ``done``), so the samples are drained again.
+    """
+    count = 0
+    for sample_id, relpath in manifest.interrupted():
+        path = os.path.join(output_dir, relpath)
+        if os.path.exists(path):
+            os.unlink(path)
+        manifest.drop(sample_id)
+        count += 1
+    for root, _dirs, files in os.walk(output_dir):
+        for name in files:
+            if name.startswith(".") and name.endswith(".tmp"):
+                os.unlink(os.path.join(root, name))
+                count += 1
+    return count

@@ -1,0 +1,380 @@
+# Copyright: eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One run of the job: read, resume, refuse or send, drain, report.
+
+Order at start: read the dataset and keep this shard; open the manifest and
+check it belongs to this job, shard and dataset; undo interrupted writes; drain
+every dump already there (the dump dir and ``<dump dir>.undrained-*``); the rest
+of the shard is exactly the samples not ``done``; refuse, with the numbers, if
+the output disk cannot hold them; then send with bounded concurrency while the
+drain turns each dump into a durable file. A request counts only when its dump
+was drained.
+"""
+import asyncio
+import concurrent.futures
+import glob
+import logging
+import os
+import time
+
+from eagle3_extraction_job import chat, dataset, drain, manifest, names, sender, space, status
+
+log = logging.getLogger("eagle3_extraction_job")
+
+EXIT_COMPLETE = 0
+EXIT_INCOMPLETE = 1
+EXIT_REFUSED = 2
+
+
+class Refused(RuntimeError):
+    """The job will not start (space, a foreign output dir, the API key...)."""
+
+
+class Job:  # pylint: disable=too-many-instance-attributes
+    def __init__(self, cfg, torch, api_key="", tokenizer_factory=None, usage_fn=space.usage):
+        self.cfg = cfg
+        self.torch = torch
+        self.api_key = api_key
+        self.tokenizer_factory = tokenizer_factory or chat.ConversationTokenizer.from_pretrained
+        self.usage_fn = usage_fn
+        self.samples = {}
+        self.scan = None
+        self.manifest = None
+        self.drainer = None
+        self.gate = None
+        self.rate = status.Rate()
+        self.acks = {}
+        self.draining = set()
+        self.errors = []          # (time, sample id, message), newest last
+        self.error_count = 0
+        self.foreign_dumps = 0
+        self.state = "starting"
+        self.started_at = time.time()
+        self.totals = {"samples": 0, "tokens": 0, "bytes": 0}
+        self.shard_tokens = 0
+        self.pool = None
+        self._status_task = None
+
+    # -- reporting --------------------------------------------------------------
+
+    def error(self, sample_id, message):
+        self.error_count += 1
+        self.errors = (self.errors + [(time.time(), sample_id, message)])[-20:]
+        log.error("%s: %s", sample_id or "job", message)
+
+    def snapshot(self):
+        gate = self.gate
+        done, total = self.totals["samples"], len(self.samples)
+        left_tokens = max(0, self.shard_tokens - self.totals["tokens"])
+        rate = self.rate.per_second()
+        return {
+            "format": status.STATUS_FORMAT,
+            "job": self.cfg.job,
+            "host": self.cfg.host,
+            "pid": os.getpid(),
+            "state": self.state,
+            "paused": gate.closed_reason if gate else "",
+            "shard_index": self.cfg.shard_index,
+            "shard_count": self.cfg.shard_count,
+            "samples_total": total,
+            "samples_done": done,
+            "tokens_total": self.shard_tokens,
+            "tokens_done": self.totals["tokens"],
+            "bytes_done": self.totals["bytes"],
+            "tokens_per_s": round(rate, 1),
+            "eta_s": round(left_tokens / rate) if rate > 0 else (0 if left_tokens == 0 else None),
+            "shm_used_bytes": gate.shm.used if gate else 0,
+            "shm_total_bytes": gate.shm.total if gate else 0,
+            "output_free_bytes": gate.out.free if gate else 0,
+            "errors": self.error_count,
+            "bad_lines": len(self.scan.bad_lines) if self.scan else 0,
+            "foreign_dumps": self.foreign_dumps,
+            "last_errors": [f"{sid or 'job'}: {msg}" for _, sid, msg in self.errors[-5:]],
+            "started_at": self.started_at,
+            "updated_at": time.time(),
+        }
+
+    def write_status(self):
+        try:
+            if self.gate:
+                self.gate.update()
+            status.write_json_atomic(self.cfg.effective_status_file, self.snapshot())
+        except OSError as exc:
+            log.warning("cannot write %s: %s", self.cfg.effective_status_file, exc)
+
+    def write_card(self, complete):
+        provenance = self.manifest.meta() if self.manifest else {}
+        status.write_json_atomic(self.cfg.card_path, status.card(
+            self.cfg, self.scan, self.totals, provenance, len(self.samples), self.shard_tokens,
+            complete))
+
+    async def _status_loop(self):
+        while True:
+            self.write_status()
+            await asyncio.sleep(self.cfg.status_interval)
+
+    # -- preparing --------------------------------------------------------------
+
+    def load_dataset(self):
+        cfg = self.cfg
+        self.scan = dataset.scan(cfg.dataset, cfg.shard_index, cfg.shard_count, cfg.dataset_format)
+        pending = [s for s in self.scan.samples if s.conversations is not None]
+        if pending:
+            tok = self.tokenizer_factory(
+                cfg.tokenizer_path or cfg.model_path,
+                assistant_header=cfg.chat_assistant_header, end_of_turn=cfg.chat_end_of_turn,
+                system_prompt=cfg.chat_system_prompt, max_length=cfg.max_length)
+            for sample in pending:
+                try:
+                    sample.input_ids, sample.loss_mask = tok.encode(sample.conversations)
+                    sample.conversations = None
+                except (ValueError, TypeError) as exc:
+                    self.scan.bad_lines.append(dataset.BadLine(sample.line, sample.sample_id,
+                                                               f"chat template: {exc}"))
+        self.samples = {s.sample_id: s for s in self.scan.samples if s.conversations is None}
+        self.shard_tokens = sum(s.tokens for s in self.samples.values())
+        for bad in self.scan.bad_lines:
+            log.error("dataset %s: %s", cfg.dataset, bad)
+        log.info("dataset %s: %d good lines, %d bad; shard %d of %d: %d samples, %d tokens",
+                 cfg.dataset, self.scan.dataset_samples, len(self.scan.bad_lines),
+                 cfg.shard_index, cfg.shard_count, len(self.samples), self.shard_tokens)
+
+    def open_output(self):
+        cfg = self.cfg
+        if not cfg.hidden_size:
+            if not cfg.model_path:
+                raise Refused("hidden_size is 0 and model_path is empty: one is needed to "
+                              "work out the bytes a token takes")
+            cfg.hidden_size = space.hidden_size_from_model(cfg.model_path)
+        self.manifest = manifest.open_manifest(cfg.output_dir)
+        try:
+            self.manifest.pin(job=cfg.job, shard_index=cfg.shard_index,
+                              shard_count=cfg.shard_count, dataset_sha256=self.scan.sha256)
+        except manifest.ManifestMismatch as exc:
+            raise Refused(str(exc)) from exc
+        undone = drain.recover(self.manifest, cfg.output_dir)
+        if undone:
+            log.warning("removed %d interrupted writes; their samples are drained again", undone)
+        self.drainer = drain.Drainer(self.torch, self.manifest, cfg.output_dir,
+                                     hidden_size=cfg.hidden_size,
+                                     captured_layers=cfg.captured_layers)
+        self.totals = self.manifest.totals()
+        self.gate = space.Gate(cfg.dump_dir, cfg.output_dir, cfg.shm_high, cfg.shm_low,
+                               cfg.output_free_floor_bytes, cfg.output_free_resume_bytes,
+                               usage_fn=self.usage_fn)
+
+    # -- draining ---------------------------------------------------------------
+
+    def dump_dirs(self):
+        return [self.cfg.dump_dir] + sorted(glob.glob(glob.escape(self.cfg.dump_dir)
+                                                      + ".undrained-*"))
+
+    def find_dumps(self):
+        found = []
+        foreign = 0
+        for directory in self.dump_dirs():
+            try:
+                entries = os.scandir(directory)
+            except FileNotFoundError:
+                continue
+            with entries:
+                for entry in entries:
+                    sample_id = names.sample_id_from_dump(self.cfg.job, entry.name)
+                    if sample_id is None:
+                        continue
+                    if sample_id not in self.samples:
+                        foreign += 1   # another shard's (a handed-over host's): not ours
+                        continue
+                    found.append((entry.path, sample_id))
+        self.foreign_dumps = foreign
+        return found
+
+    async def drain_one(self, path, sample_id):
+        loop = asyncio.get_running_loop()
+        sample = self.samples[sample_id]
+        try:
+            outcome, info = await loop.run_in_executor(self.pool, self.drainer.drain, path,
+                                                       sample)
+        except drain.DumpRejected as exc:
+            reason = f"dump {path} rejected: {exc}"
+            self.error(sample_id, reason)
+            self.manifest.record_failure(sample_id, reason)
+            try:
+                kept = await loop.run_in_executor(self.pool, self.drainer.reject, path, reason)
+                log.error("%s: kept for inspection at %s", sample_id, kept)
+            except OSError as move_exc:
+                self.error(sample_id, f"cannot move the rejected dump aside: {move_exc}")
+            self._ack(sample_id, "rejected: " + str(exc))
+            return
+        except OSError as exc:
+            # the output disk (full, read-only...): the dump stays and is tried again
+            self.error(sample_id, f"drain of {path} failed, will retry: {exc}")
+            await asyncio.sleep(5)
+            return
+        finally:
+            self.draining.discard(path)
+        if outcome == "done":
+            self.totals = {"samples": self.totals["samples"] + 1,
+                           "tokens": self.totals["tokens"] + sample.tokens,
+                           "bytes": self.totals["bytes"] + info["bytes"]}
+            self.rate.add(sample.tokens)
+        self._ack(sample_id, "done")
+
+    def _ack(self, sample_id, result):
+        fut = self.acks.get(sample_id)
+        if fut is not None and not fut.done():
+            fut.set_result(result)
+
+    async def drain_pass(self):
+        tasks = []
+        for path, sample_id in self.find_dumps():
+            if path in self.draining:
+                continue
+            self.draining.add(path)
+            tasks.append(asyncio.create_task(self.drain_one(path, sample_id)))
+        if tasks:
+            await asyncio.gather(*tasks)
+        return len(tasks)
+
+    async def _drain_loop(self):
+        while True:
+            if not await self.drain_pass():
+                await asyncio.sleep(self.cfg.poll_interval)
+
+    # -- sending ----------------------------------------------------------------
+
+    async def _wait_gate(self):
+        while not self.gate.update():
+            if self.state != "paused":
+                log.warning("paused: %s", self.gate.closed_reason)
+            self.state = "paused"
+            await asyncio.sleep(1.0)
+        if self.state == "paused":
+            log.info("resumed")
+        self.state = "running"
+
+    async def _wait_healthy(self, client):
+        deadline = time.monotonic() + self.cfg.health_timeout
+        while not await client.healthy():
+            if time.monotonic() > deadline:
+                raise sender.RetryableError(
+                    f"{self.cfg.server_url}/health not 200 for {self.cfg.health_timeout:.0f} s")
+            await asyncio.sleep(2.0)
+
+    async def send_one(self, client, sem, sample):
+        cfg = self.cfg
+        sid = sample.sample_id
+        loop = asyncio.get_running_loop()
+        for attempt in range(1, cfg.max_attempts + 1):
+            await self._wait_gate()
+            async with sem:
+                if self.manifest.is_done(sid) is not None:
+                    return True
+                fut = self.acks[sid] = loop.create_future()
+                try:
+                    await client.generate(sample)
+                except sender.RetryableError as exc:
+                    problem = f"try {attempt}: {exc}"
+                else:
+                    try:
+                        result = await asyncio.wait_for(fut, cfg.ack_timeout)
+                    except asyncio.TimeoutError:
+                        problem = (f"try {attempt}: answered, but no dump appeared in "
+                                   f"{cfg.ack_timeout:.0f} s")
+                    else:
+                        if result == "done":
+                            return True
+                        return False   # rejected: recorded by the drain, not sent again now
+                finally:
+                    self.acks.pop(sid, None)
+            log.warning("%s: %s", sid, problem)
+            if attempt == cfg.max_attempts:
+                break
+            await asyncio.sleep(sender.backoff(attempt, cfg.backoff_initial, cfg.backoff_max))
+            if not await client.healthy():
+                await self._wait_healthy(client)
+        self.error(sid, f"gave up after {cfg.max_attempts} tries: {problem}")
+        self.manifest.record_failure(sid, problem)
+        return False
+
+    async def _send_all(self, todo):
+        import aiohttp  # pylint: disable=import-outside-toplevel
+        sem = asyncio.Semaphore(self.cfg.concurrency)
+        connector = aiohttp.TCPConnector(limit=self.cfg.concurrency + 2)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            client = sender.Sender(session, self.cfg.server_url, self.cfg.job, self.api_key,
+                                   self.cfg.request_timeout)
+            await self._wait_healthy(client)
+            self.state = "running"
+            # a window of tasks, not one per sample: 1M samples must not mean 1M coroutines
+            pending = set()
+            window = self.cfg.concurrency * 4
+            for sample in todo:
+                if len(pending) >= window:
+                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    for task in done:
+                        task.result()
+                pending.add(asyncio.create_task(self.send_one(client, sem, sample)))
+            if pending:
+                for task in asyncio.as_completed(pending):
+                    await task
+
+    # -- the run ----------------------------------------------------------------
+
+    async def run_async(self):
+        cfg = self.cfg
+        self.pool = concurrent.futures.ThreadPoolExecutor(cfg.drain_workers,
+                                                          thread_name_prefix="drain")
+        try:
+            self.load_dataset()
+            self.open_output()
+            self._status_task = asyncio.create_task(self._status_loop())
+            self.state = "draining leftovers"
+            await self.drain_pass()   # dumps from before this start (any restart) come first
+            done_ids = self.manifest.done_ids()
+            self.totals = self.manifest.totals()
+            todo = [s for s in self.samples.values() if s.sample_id not in done_ids]
+            left_tokens = sum(s.tokens for s in todo)
+            log.info("resume: %d of %d samples done, %d to send (%d tokens)",
+                     len(done_ids & self.samples.keys()), len(self.samples), len(todo), left_tokens)
+            try:
+                space.check_fits(cfg.output_dir, len(todo), left_tokens, cfg.hidden_size,
+                                 cfg.captured_layers, cfg.space_margin,
+                                 cfg.output_free_floor_bytes)
+            except space.NotEnoughSpace as exc:
+                raise Refused(str(exc)) from exc
+            self.write_card(complete=False)
+            drain_task = asyncio.create_task(self._drain_loop())
+            try:
+                await self._send_all(todo)
+            finally:
+                drain_task.cancel()
+                await asyncio.gather(drain_task, return_exceptions=True)
+            await self.drain_pass()
+            self.totals = self.manifest.totals()
+            complete = all(sid in self.manifest.done_ids() for sid in self.samples)
+            self.state = "complete" if complete else "incomplete"
+            self.write_card(complete=complete)
+            log.info("%s: %d of %d samples, %d tokens, %d bytes", self.state,
+                     self.totals["samples"], len(self.samples), self.totals["tokens"],
+                     self.totals["bytes"])
+            return EXIT_COMPLETE if complete else EXIT_INCOMPLETE
+        except Refused as exc:
+            self.state = "refused"
+            self.error(None, f"refused to start: {exc}")
+            return EXIT_REFUSED
+        except sender.FatalError as exc:
+            self.state = "failed"
+            self.error(None, str(exc))
+            return EXIT_REFUSED
+        finally:
+            if self._status_task:
+                self._status_task.cancel()
+                await asyncio.gather(self._status_task, return_exceptions=True)
+            self.write_status()
+            self.pool.shutdown(wait=True)
+            if self.manifest:
+                self.manifest.close()
+
+    def run(self):
+        return asyncio.run(self.run_async())

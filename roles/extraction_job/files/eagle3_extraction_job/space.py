@@ -1,0 +1,109 @@
+# Copyright: eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Disk space: what a shard will write, whether it fits, and the watermarks.
+
+A token costs ``2 x H x (1 + K)`` bytes of bf16 hidden states (the final state
+and K captured layers) plus 16 bytes of int64 ``input_ids`` and ``loss_mask``:
+57,360 bytes for Kimi-K2 (H 7168, K 3). Each file adds torch.save's zip
+framing, counted as ``FILE_OVERHEAD`` bytes.
+"""
+import dataclasses
+import json
+import os
+
+FILE_OVERHEAD = 4096
+
+
+class NotEnoughSpace(RuntimeError):
+    """The output disk cannot hold what the shard will write."""
+
+
+def bytes_per_token(hidden_size, captured_layers):
+    return 2 * hidden_size * (1 + captured_layers) + 16
+
+
+def hidden_size_from_model(model_path):
+    """``hidden_size`` from the model's ``config.json`` (or its ``text_config``)."""
+    with open(os.path.join(model_path, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    for section in (config, config.get("text_config") or {}, config.get("language_config") or {}):
+        value = section.get("hidden_size")
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    raise ValueError(f"{model_path}/config.json has no positive hidden_size")
+
+
+@dataclasses.dataclass
+class Usage:
+    total: int
+    free: int
+
+    @property
+    def used(self):
+        return self.total - self.free
+
+    @property
+    def used_fraction(self):
+        return self.used / self.total if self.total else 1.0
+
+
+def usage(path):
+    st = os.statvfs(path)
+    return Usage(total=st.f_blocks * st.f_frsize, free=st.f_bavail * st.f_frsize)
+
+
+def estimate(samples, tokens, hidden_size, captured_layers):
+    return tokens * bytes_per_token(hidden_size, captured_layers) + samples * FILE_OVERHEAD
+
+
+def gib(n):
+    return f"{n / 2**30:,.1f} GiB"
+
+
+def check_fits(output_dir, samples, tokens, hidden_size, captured_layers, margin, floor):
+    """Raise :class:`NotEnoughSpace`, with the numbers, unless the rest of the shard fits."""
+    need = estimate(samples, tokens, hidden_size, captured_layers)
+    want = int(need * (1 + margin)) + floor
+    free = usage(output_dir).free
+    if want > free:
+        raise NotEnoughSpace(
+            f"the shard still has {samples:,} samples, {tokens:,} tokens x "
+            f"{bytes_per_token(hidden_size, captured_layers):,} bytes a token (hidden size "
+            f"{hidden_size}, {captured_layers} captured layers) = {gib(need)}; with a "
+            f"{margin:.0%} margin and the {gib(floor)} floor that is {gib(want)}, but "
+            f"{output_dir} has {gib(free)} free")
+    return need, free
+
+
+class Gate:
+    """Whether sending may go on: hysteresis on /dev/shm use and output free space.
+
+    Closed above ``shm_high`` of the dump dir's filesystem in use or below
+    ``out_floor`` bytes free on the output disk; opens again only under ``shm_low``
+    and above ``out_resume``.
+    """
+
+    def __init__(self, dump_dir, output_dir, shm_high, shm_low, out_floor, out_resume,
+                 usage_fn=usage):
+        self.dump_dir, self.output_dir = dump_dir, output_dir
+        self.shm_high, self.shm_low = shm_high, shm_low
+        self.out_floor, self.out_resume = out_floor, out_resume
+        self.usage_fn = usage_fn
+        self.closed_reason = ""
+        self.shm = Usage(0, 0)
+        self.out = Usage(0, 0)
+
+    def update(self):
+        self.shm = self.usage_fn(self.dump_dir)
+        self.out = self.usage_fn(self.output_dir)
+        if self.closed_reason:
+            if self.shm.used_fraction <= self.shm_low and self.out.free >= self.out_resume:
+                self.closed_reason = ""
+        else:
+            if self.shm.used_fraction >= self.shm_high:
+                self.closed_reason = (f"{self.dump_dir}: {self.shm.used_fraction:.0%} used, "
+                                      f"above the {self.shm_high:.0%} high watermark")
+            elif self.out.free < self.out_floor:
+                self.closed_reason = (f"{self.output_dir}: {gib(self.out.free)} free, under "
+                                      f"the {gib(self.out_floor)} floor")
+        return not self.closed_reason

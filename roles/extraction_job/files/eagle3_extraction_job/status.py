@@ -1,0 +1,88 @@
+# Copyright: eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The progress file (read by ``playbooks/status.yml``) and the dataset card.
+
+Both are small JSON files replaced atomically (temporary name, fsync, rename), so
+a reader never sees half of one.
+"""
+import collections
+import hashlib
+import json
+import os
+import time
+
+STATUS_FORMAT = 1
+CARD_FORMAT = 1
+
+
+def write_json_atomic(path, value):
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=1, sort_keys=True)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def sha256_file(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class Rate:
+    """Tokens a second over the last ``window`` seconds of completions."""
+
+    def __init__(self, window=120.0, clock=time.monotonic):
+        self.window, self.clock = window, clock
+        self.events = collections.deque()
+        self.started = clock()
+
+    def add(self, tokens):
+        self.events.append((self.clock(), tokens))
+
+    def per_second(self):
+        now = self.clock()
+        while self.events and self.events[0][0] < now - self.window:
+            self.events.popleft()
+        span = min(self.window, now - self.started)
+        if span <= 0 or not self.events:
+            return 0.0
+        return sum(t for _, t in self.events) / span
+
+
+def card(cfg, scan, totals, provenance, shard_samples, shard_tokens, complete):
+    """The dataset card: what the files are and where they came from."""
+    model_config = os.path.join(cfg.model_path, "config.json") if cfg.model_path else ""
+    return {
+        "format": "specforge-eagle3-offline-ckpt",
+        "card_format": CARD_FORMAT,
+        "job": cfg.job,
+        "host": cfg.host,
+        "shard_index": cfg.shard_index,
+        "shard_count": cfg.shard_count,
+        "dataset_path": cfg.dataset,
+        "dataset_sha256": scan.sha256,
+        "dataset_samples": scan.dataset_samples,
+        "dataset_bad_lines": len(scan.bad_lines),
+        "shard_samples": shard_samples,
+        "shard_tokens": shard_tokens,
+        "model_path": cfg.model_path,
+        "model_config_sha256": sha256_file(model_config) if model_config and os.path.exists(
+            model_config) else "",
+        "hidden_size": cfg.hidden_size,
+        "capture_patch_sha256": cfg.capture_patch_sha256,
+        "sglang_version": provenance.get("sglang_version", ""),
+        "layer_ids": provenance.get("layer_ids", ""),
+        "captured_layers": provenance.get("captured_layers", ""),
+        "samples": totals["samples"],
+        "tokens": totals["tokens"],
+        "bytes": totals["bytes"],
+        "complete": complete,
+        "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }

@@ -1,0 +1,145 @@
+# Copyright: eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Names, the dataset reader, sharding, the config and the space arithmetic."""
+import json
+import os
+
+import pytest
+
+from conftest import CAPTURE, make_samples, write_dataset
+from eagle3_extraction_job import config, dataset, names, space
+
+
+@pytest.mark.parametrize("sample_id", ["s1", "a.b-c_d", "_x", "0", "A" * 128, "x-" * 5])
+def test_dump_name_is_the_captures_name_for_every_valid_id(sample_id):
+    rid = names.rid_for("job_1.v2", sample_id)
+    assert names.dump_name_for("job_1.v2", sample_id) == CAPTURE.file_name_for(rid)
+    assert names.sample_id_from_dump("job_1.v2", CAPTURE.file_name_for(rid)) == sample_id
+
+
+@pytest.mark.parametrize("sample_id", [".hidden", "-lead", "a b", "a/b", "é", "", "A" * 129,
+                                       "a\nb", None, 5])
+def test_ids_that_would_be_renamed_by_the_capture_are_refused(sample_id):
+    assert not names.valid_sample_id(sample_id)
+
+
+@pytest.mark.parametrize("job", ["a-b", ".x", "", "x" * 65, "a b"])
+def test_job_names_with_a_dash_or_odd_characters_are_refused(job):
+    assert not names.valid_job(job)
+
+
+@pytest.mark.parametrize("name", ["job-s1.pt.123.abcd1234.tmp", "CAPTURE_STATS.json",
+                                  "CAPTURE_ERROR.txt", ".capture-error.reserve", "other-s1.pt",
+                                  "job-s1.pt.bak", "job-.pt", "jobx-s1.pt", ".job-s1.pt"])
+def test_only_complete_dumps_of_this_job_are_recognised(name):
+    assert names.sample_id_from_dump("job", name) is None
+
+
+def test_ckpt_layout_is_specforges():
+    assert names.ckpt_relpath(0) == "rows_0-2000/data_0.ckpt"
+    assert names.ckpt_relpath(1999) == "rows_0-2000/data_1999.ckpt"
+    assert names.ckpt_relpath(2000) == "rows_2000-4000/data_2000.ckpt"
+
+
+def test_bad_lines_are_reported_with_line_and_id_and_good_lines_go_on(tmp_path):
+    good = make_samples(3)
+    path = write_dataset(tmp_path / "d.jsonl", good[:1], extra_lines=[
+        "{not json",
+        json.dumps({"id": "bad-mask", "input_ids": [1, 2], "loss_mask": [1]}),
+        json.dumps({"id": "neg", "input_ids": [1, -2], "loss_mask": [0, 1]}),
+        json.dumps({"id": "mask2", "input_ids": [1, 2], "loss_mask": [0, 2]}),
+        json.dumps({"id": "../etc", "input_ids": [1], "loss_mask": [1]}),
+        json.dumps({"input_ids": [1], "loss_mask": [1]}),
+        "",
+        json.dumps({"id": good[0][0], "input_ids": [1], "loss_mask": [1]}),
+        json.dumps({"id": good[1][0], "input_ids": good[1][1], "loss_mask": good[1][2]}),
+        json.dumps({"id": "chat", "conversations": [{"role": "user", "content": "hi"}]}),
+    ])
+    scan = dataset.scan(str(path))
+    bad = {(b.line, b.sample_id): b.reason for b in scan.bad_lines}
+    assert set(bad) == {(2, None), (3, "bad-mask"), (4, "neg"), (5, "mask2"), (6, "../etc"),
+                        (7, None), (9, good[0][0])}
+    assert "first on line 1" in bad[(9, good[0][0])]
+    assert "loss_mask 1" in bad[(3, "bad-mask")]
+    assert [s.sample_id for s in scan.samples] == [good[0][0], good[1][0], "chat"]
+    assert scan.samples[1].input_ids.tolist() == good[1][1]
+    assert scan.samples[2].conversations is not None
+    assert scan.dataset_samples == 3
+    with open(path, "rb") as f:
+        import hashlib
+        assert scan.sha256 == hashlib.sha256(f.read()).hexdigest()
+    assert str(scan.bad_lines[1]).startswith("line 3 (id 'bad-mask'):")
+
+
+def test_shards_partition_the_dataset_and_are_stable(tmp_path):
+    samples = make_samples(300)
+    path = write_dataset(tmp_path / "d.jsonl", samples)
+    seen = []
+    for index in range(3):
+        seen += [s.sample_id for s in dataset.scan(str(path), index, 3).samples]
+    assert sorted(seen) == sorted(s[0] for s in samples)
+    sizes = [len(dataset.scan(str(path), i, 3).samples) for i in range(3)]
+    assert min(sizes) > 60   # roughly even
+    # pinned values: a change of hash would silently move samples between hosts on re-run
+    assert [dataset.shard_of(f"s{n:05d}", 3) for n in range(8)] == [2, 2, 0, 2, 2, 2, 2, 2]
+    assert dataset.shard_of("s00000", 1000003) == int.from_bytes(
+        __import__("hashlib").sha256(b"s00000").digest()[:8], "big") % 1000003
+
+
+def test_config_rejects_bad_values_naming_key_and_value(tmp_path):
+    base = dict(job="j", dataset="/d.jsonl", output_dir="/out/h", dump_dir="/dev/shm/x")
+    config.from_dict(base)
+    cases = [({"job": "a-b"}, "job='a-b'"), ({"shard_index": 3, "shard_count": 3}, "shard_index=3"),
+             ({"output_dir": "rel"}, "output_dir='rel'"), ({"shm_low": 0.9}, "shm_low=0.9"),
+             ({"concurrency": 0}, "concurrency=0"), ({"request_timeout": float("nan")}, "nan"),
+             ({"dataset": "/a\nb"}, "dataset="), ({"server_url": "ftp://x"}, "server_url"),
+             ({"output_dir": "/dev/shm/x"}, "output_dir"), ({"nope": 1}, "unknown keys in the config: nope")]
+    for over, text in cases:
+        with pytest.raises(config.ConfigError, match=text.replace("(", r"\(")):
+            config.from_dict({**base, **over})
+
+
+def test_api_key_file_must_be_private(tmp_path):
+    key = tmp_path / "key"
+    key.write_text("s3cret\n")
+    os.chmod(key, 0o644)
+    with pytest.raises(config.ConfigError, match="lets others read it") as err:
+        config.read_api_key(str(key))
+    assert "s3cret" not in str(err.value)
+    os.chmod(key, 0o600)
+    assert config.read_api_key(str(key)) == "s3cret"
+
+
+def test_space_refusal_gives_the_numbers(tmp_path):
+    bpt = space.bytes_per_token(7168, 3)
+    assert bpt == 57344 + 16
+    with pytest.raises(space.NotEnoughSpace) as err:
+        space.check_fits(str(tmp_path), 37312, 87_800_000, 7168, 3, 0.1, 0)
+    text = str(err.value)
+    assert "37,312 samples" in text and "87,800,000 tokens" in text and "57,360 bytes" in text
+    need, _free = space.check_fits(str(tmp_path), 1, 10, 16, 3, 0.1, 0)
+    assert need == 10 * space.bytes_per_token(16, 3) + space.FILE_OVERHEAD
+
+
+def test_gate_has_hysteresis():
+    readings = {"shm": space.Usage(100, 50), "out": space.Usage(1000, 900)}
+    gate = space.Gate("shm", "out", 0.7, 0.5, 100, 200,
+                      usage_fn=lambda p: readings[p])
+    assert gate.update()
+    readings["shm"] = space.Usage(100, 25)        # 75 % used
+    assert not gate.update() and "high watermark" in gate.closed_reason
+    readings["shm"] = space.Usage(100, 40)        # 60 %: still above the low watermark
+    assert not gate.update()
+    readings["shm"] = space.Usage(100, 55)        # 45 %
+    assert gate.update()
+    readings["out"] = space.Usage(1000, 50)       # under the floor
+    assert not gate.update() and "floor" in gate.closed_reason
+    readings["out"] = space.Usage(1000, 150)      # above the floor, under resume
+    assert not gate.update()
+    readings["out"] = space.Usage(1000, 250)
+    assert gate.update()
+
+
+def test_hidden_size_from_model_config(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"text_config": {"hidden_size": 7168}}))
+    assert space.hidden_size_from_model(str(tmp_path)) == 7168

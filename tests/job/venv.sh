@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Virtualenv for the extraction-job tests: CPU torch (cp311 only, so Python 3.11),
+# the job's runtime libraries as sglang's own venv has them (aiohttp, transformers
+# for chat templates) and SpecForge's offline loader, installed without its
+# dependencies (it would pull CUDA wheels) so the tests can read our outputs with it.
+# Idempotent: a venv whose pins already match is left alone.
+# Usage: tests/job/venv.sh   -> prints the venv's python path
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+VENV=${JOB_VENV:-.venv-job}
+PINS=("torch==2.13.0" "pytest==9.2.0" "pyyaml==6.0.4" "aiohttp==3.14.5"
+  "transformers==5.23.0" "jinja2==3.1.6")
+NODEPS=("specforge==0.2.0")
+
+pick_python() {
+  for cand in /usr/bin/python3.11 python3.11 python3; do
+    if command -v "$cand" >/dev/null 2>&1 &&
+      "$cand" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
+      echo "$cand"; return
+    fi
+  done
+  echo "no Python 3.11 found (the CPU torch wheel is built for 3.11 only)" >&2; exit 1
+}
+
+stamp=$VENV/.pins-$(printf '%s\n' "${PINS[@]}" "${NODEPS[@]}" | sha256sum | cut -c1-16)
+if [ ! -f "$stamp" ]; then
+  PY=$(pick_python)
+  "$PY" -m venv "$VENV"
+  "$VENV/bin/pip" install -q "${PINS[@]}"
+  "$VENV/bin/pip" install -q --no-deps "${NODEPS[@]}"
+  rm -f "$VENV"/.pins-*
+  touch "$stamp"
+fi
+echo "$VENV/bin/python"
