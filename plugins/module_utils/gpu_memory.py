@@ -21,32 +21,28 @@ _DEVICE = re.compile(r'^/dev/nvidia')
 
 
 class GpuQueryError(Exception):
-    """nvidia-smi failed (message: the cause and what to do) or printed something unexpected."""
+    """nvidia-smi failed or hung (message: the cause and what to do) or printed something unexpected."""
 
 
-def _run(module, binary, argv):
-    rc, out, err = module.run_command(argv)
-    if rc != 0:
-        raise GpuQueryError(nvidia_smi.classify_failure(rc, out + err).message)
-    return out
-
-
-def query_gpu_memory(module, binary):
-    """[{'index', 'memory_used_mib', 'memory_total_mib'}] for every GPU."""
-    out = _run(module, binary, nvidia_smi.query_argv(binary, 'gpu', MEMORY_FIELDS))
+def _query(smi, query, fields, parse):
     try:
-        return nvidia_smi.parse_gpus(out, MEMORY_FIELDS)
+        out = smi.query(query, fields)
+    except nvidia_smi.NvidiaSmiError as exc:
+        raise GpuQueryError(exc.message)
+    try:
+        return parse(out)
     except ValueError as exc:
-        raise GpuQueryError('unexpected output of %s: %s' % (binary, exc))
+        raise GpuQueryError('unexpected output of %s: %s' % (smi.path, exc))
 
 
-def query_compute_apps(module, binary):
+def query_gpu_memory(smi):
+    """[{'index', 'memory_used_mib', 'memory_total_mib'}] for every GPU; smi is a nvidia_smi_runner.NvidiaSmi."""
+    return _query(smi, 'gpu', MEMORY_FIELDS, lambda out: nvidia_smi.parse_gpus(out, MEMORY_FIELDS))
+
+
+def query_compute_apps(smi):
     """[{'pid', 'process_name', 'used_memory_mib', 'gpu_uuid'}], one per process and GPU."""
-    out = _run(module, binary, nvidia_smi.query_argv(binary, 'compute-apps', nvidia_smi.COMPUTE_APP_FIELDS))
-    try:
-        return nvidia_smi.parse_compute_apps(out)
-    except ValueError as exc:
-        raise GpuQueryError('unexpected output of %s: %s' % (binary, exc))
+    return _query(smi, 'compute-apps', nvidia_smi.COMPUTE_APP_FIELDS, nvidia_smi.parse_compute_apps)
 
 
 def over_limit(gpus, limit_mib):

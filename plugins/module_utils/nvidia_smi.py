@@ -260,7 +260,7 @@ MISSING_ADVICE = (
     'Install the NVIDIA user-space driver in the container, the same version as the hypervisor\'s kernel '
     'module (the .run installer with --no-kernel-module), or set the path to nvidia-smi.')
 
-CAUSES = ('driver_library_mismatch', 'driver_not_loaded', 'invalid_field', 'missing_binary', 'failed')
+CAUSES = ('driver_library_mismatch', 'driver_not_loaded', 'invalid_field', 'missing_binary', 'timeout', 'failed')
 
 
 def classify_failure(rc, output, kernel_module_version=None):

@@ -29,10 +29,12 @@ import re
 import time
 from urllib.parse import unquote
 
+from ansible_collections.eagle3.extraction.plugins.module_utils import command
+
 # ---------------------------------------------------------------------------
 # pct outputs
 
-STATUS_RE = re.compile(r'^status: (running|stopped)\n?$')
+STATUS_RE = re.compile(r'status: (running|stopped)\n?')
 MISSING_RE = re.compile(r"Configuration file '[^']*/lxc/(\d+)\.conf' does not exist")
 CONFIG_OUTPUT_RE = re.compile(r'^([a-z][a-z0-9_\-.]*): ?(.*)$')
 
@@ -41,12 +43,28 @@ class PctOutputError(ValueError):
     """pct printed something this module does not know how to read."""
 
 
+def parse_status_lines(stdout):
+    """``pct status <vmid> [--verbose]`` output as a dict of its ``key: value`` lines.
+
+    Plain ``pct status`` prints exactly ``status: running`` or ``status: stopped``;
+    ``--verbose`` adds ``pid: <host pid of the container's init>`` and resource lines.
+    Raises PctOutputError unless there is a ``status`` of running or stopped.
+    """
+    values = {}
+    for line in stdout.splitlines():
+        key, sep, value = line.partition(':')
+        if sep:
+            values[key.strip()] = value.strip()
+    if values.get('status') not in ('running', 'stopped'):
+        raise PctOutputError('unexpected output of pct status: %r' % stdout)
+    return values
+
+
 def parse_status(stdout):
     """``pct status <vmid>`` output -> ``running`` or ``stopped``."""
-    match = STATUS_RE.match(stdout)
-    if not match:
+    if not STATUS_RE.fullmatch(stdout):
         raise PctOutputError('unexpected output of pct status: %r' % stdout)
-    return match.group(1)
+    return parse_status_lines(stdout)['status']
 
 
 def is_missing_container(stderr, vmid):
@@ -359,8 +377,8 @@ HOTPLUG_DELETE = frozenset(('swap', 'cpulimit', 'cpuunits'))
 # written at once, but the container only sees them when it next starts
 READ_AT_START = {'hostname': 'the container gets its hostname when it starts'}
 
-DEVICE_KEY_RE = re.compile(r'^dev(\d+)$')
-NET_KEY_RE = re.compile(r'^net(\d+)$')
+DEVICE_KEY_RE = re.compile(r'^dev(\d+)\Z')
+NET_KEY_RE = re.compile(r'^net(\d+)\Z')
 MAX_DEVICES = 256
 
 
@@ -585,13 +603,13 @@ def predict_text(conf, plan, running, wanted_raw, owned):
 # ---------------------------------------------------------------------------
 # /dev/shm
 
-SHM_SIZE_RE = re.compile(r'^[1-9]\d*[kKmMgG%]?$')
+SHM_SIZE_RE = re.compile(r'[1-9]\d{0,14}[kKmMgGtT%]?')
 
 
 def shm_mount_entry(size):
     """The raw line that mounts a tmpfs of ``size`` on the container's /dev/shm."""
-    if not SHM_SIZE_RE.match(str(size)):
-        raise ValueError("%r is not a tmpfs size (a number with an optional k, m, g or %% suffix)" % (size,))
+    if not isinstance(size, str) or not SHM_SIZE_RE.fullmatch(size):
+        raise ValueError("%r is not a tmpfs size (a number with an optional k, m, g, t or %% suffix, e.g. 64G)" % (size,))
     return ('lxc.mount.entry', 'tmpfs dev/shm tmpfs rw,nosuid,nodev,size=%s,create=dir 0 0' % size)
 
 
@@ -606,7 +624,7 @@ def is_shm_mount_entry(line):
 # Running pct and editing the file
 
 class PctError(Exception):
-    """pct exited non-zero; the message carries pct's own stderr and exit code."""
+    """pct exited non-zero, could not be run, or hung; the message carries pct's own stderr and exit code."""
 
     def __init__(self, argv, rc, stdout, stderr):
         self.argv = argv
@@ -615,25 +633,45 @@ class PctError(Exception):
         self.stderr = stderr
         shown = ' '.join(['pct'] + [str(a) for a in argv[1:]])
         detail = (stderr or '').strip() or (stdout or '').strip() or '(no output)'
-        super(PctError, self).__init__('%s failed with exit code %s: %s' % (shown, rc, detail))
+        if rc is None:
+            # it did not run to an exit code: the detail says why (cannot be run, timed out)
+            super(PctError, self).__init__('%s failed: %s' % (shown, detail))
+        else:
+            super(PctError, self).__init__('%s failed with exit code %s: %s' % (shown, rc, detail))
+
+
+# seconds a pct command may take (create unpacks a template, start waits for the container);
+# shutdown gets its own --timeout on top
+DEFAULT_PCT_TIMEOUT = 300
 
 
 class Pct:
-    """Runs ``pct`` through AnsibleModule.run_command with argv lists, recording each call."""
+    """Runs ``pct`` as argv lists with a timeout, recording each call.
 
-    def __init__(self, module, path):
-        self.module = module
+    ``run`` is command.run; tests give a fake with the same signature. A pct that cannot
+    be started (a directory, not executable) or that hangs raises PctError naming the
+    path or the command and its timeout.
+    """
+
+    def __init__(self, path, timeout=DEFAULT_PCT_TIMEOUT, run=command.run):
         self.path = path
+        self.timeout = timeout
+        self._run = run
         self.commands = []
 
     def run(self, *args, **kwargs):
         argv = [self.path] + [str(a) for a in args]
         self.commands.append(argv)
-        rc, out, err = self.module.run_command(argv, **kwargs)
-        return rc, out, err
+        timeout = kwargs.get('timeout') or self.timeout
+        try:
+            return self._run(argv, timeout)
+        except command.CommandTimeout as exc:
+            raise PctError(argv, None, '', str(exc))
+        except OSError as exc:
+            raise PctError(argv, None, '', 'pct_path %s cannot be run: %s' % (self.path, exc.strerror or exc))
 
-    def check(self, *args):
-        rc, out, err = self.run(*args)
+    def check(self, *args, **kwargs):
+        rc, out, err = self.run(*args, **kwargs)
         if rc != 0:
             raise PctError([self.path] + [str(a) for a in args], rc, out, err)
         return out, err
@@ -646,6 +684,11 @@ class Pct:
                 return None
             raise PctError([self.path, 'status', str(vmid)], rc, out, err)
         return parse_status(out)
+
+    def status_verbose(self, vmid):
+        """``pct status <vmid> --verbose`` as a dict (status, pid, ...); PctError when pct fails."""
+        out, _err = self.check('status', vmid, '--verbose')
+        return parse_status_lines(out)
 
     def config(self, vmid):
         out, err = self.check('config', vmid)

@@ -24,21 +24,11 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.eagle3.extraction.plugins.module_utils import procfs
+from ansible_collections.eagle3.extraction.plugins.module_utils import command, pct, procfs
 
 
 class ContainerError(Exception):
     """The container cannot be acted on (missing, stopped, pct failed)."""
-
-
-def parse_pct_status(text):
-    """``pct status <vmid> --verbose`` output as a dict of its key: value lines."""
-    values = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(':')
-        if sep:
-            values[key.strip()] = value.strip()
-    return values
 
 
 def parse_lxc_info_pid(text):
@@ -47,30 +37,38 @@ def parse_lxc_info_pid(text):
     return int(match.group(1)) if match else None
 
 
-def container_init_pid(module, vmid):
+def container_init_pid(module, vmid, run=command.run, timeout=pct.DEFAULT_PCT_TIMEOUT):
     """Host PID of the container's init, through pct (lxc-info as fallback).
 
     Raises ContainerError with a message for the user when pct is missing, the
-    container does not exist or is stopped.
+    container does not exist or is stopped, or pct hangs past ``timeout`` seconds.
+    ``run`` is command.run (tests give a fake).
     """
-    pct = module.get_bin_path('pct', opt_dirs=['/usr/sbin'])
-    if pct is None:
+    pct_path = module.get_bin_path('pct', opt_dirs=['/usr/sbin'])
+    if pct_path is None:
         raise ContainerError(
             'vmid=%s: pct was not found; run the module on the Proxmox hypervisor that hosts container %s'
             % (vmid, vmid))
-    rc, out, err = module.run_command([pct, 'status', str(vmid), '--verbose'])
-    if rc != 0:
+    try:
+        status = pct.Pct(pct_path, timeout=timeout, run=run).status_verbose(vmid)
+    except pct.PctError as exc:
+        if exc.rc is None:
+            raise ContainerError('vmid=%s: %s' % (vmid, exc))
         raise ContainerError('vmid=%s: `pct status %s --verbose` failed (rc=%s): %s'
-                             % (vmid, vmid, rc, (err or out).strip()))
-    status = parse_pct_status(out)
-    if status.get('status') != 'running':
+                             % (vmid, vmid, exc.rc, (exc.stderr or exc.stdout).strip()))
+    except pct.PctOutputError as exc:
+        raise ContainerError('vmid=%s: %s' % (vmid, exc))
+    if status['status'] != 'running':
         raise ContainerError('vmid=%s: container %s is %s, not running: there is nothing to reclaim in it'
-                             % (vmid, vmid, status.get('status', 'in an unknown state')))
+                             % (vmid, vmid, status['status']))
     if status.get('pid', '').isdigit():
         return int(status['pid'])
     lxc_info = module.get_bin_path('lxc-info')
     if lxc_info is not None:
-        rc, out, err = module.run_command([lxc_info, '-n', str(vmid), '-p'])
+        try:
+            rc, out, _err = run([lxc_info, '-n', str(vmid), '-p'], timeout)
+        except (command.CommandTimeout, OSError):
+            rc, out = None, ''
         pid = parse_lxc_info_pid(out) if rc == 0 else None
         if pid is not None:
             return pid

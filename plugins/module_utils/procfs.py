@@ -178,20 +178,29 @@ def namespace_id(pid, kind, proc_root=PROC):
         return None
 
 
-def fd_targets(pid, proc_root=PROC):
-    """Link targets of /proc/<pid>/fd/*; empty if unreadable (not ours, gone)."""
+def read_fd_links(pid, proc_root=PROC):
+    """[(link path, target)] of /proc/<pid>/fd/*: the one reader of a process's open files.
+
+    Raises OSError when the directory cannot be listed (another user's process
+    without root, or a process that is gone); an fd closed while we read is skipped.
+    """
     fd_dir = os.path.join(proc_root, str(pid), 'fd')
-    try:
-        names = os.listdir(fd_dir)
-    except OSError:
-        return []
-    targets = []
-    for name in names:
+    links = []
+    for name in os.listdir(fd_dir):
+        link = os.path.join(fd_dir, name)
         try:
-            targets.append(os.readlink(os.path.join(fd_dir, name)))
+            links.append((link, os.readlink(link)))
         except OSError:
             continue
-    return targets
+    return links
+
+
+def fd_targets(pid, proc_root=PROC):
+    """Link targets of /proc/<pid>/fd/*; empty if unreadable (not ours, gone)."""
+    try:
+        return [target for _link, target in read_fd_links(pid, proc_root)]
+    except OSError:
+        return []
 
 
 def fds_readable(pid, proc_root=PROC):

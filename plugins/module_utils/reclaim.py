@@ -1,7 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, eagle3.extraction contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Safety rules and the signal, escalate, wait loop shared by the reclaim modules."""
+"""What port_reclaim and process_reclaim share: their common options, the safety rules,
+the signal-escalate-wait loop, and how a run ends (result, elapsed time, redaction, the
+hint to escalate to the hypervisor)."""
 
 from __future__ import annotations
 
@@ -9,14 +11,28 @@ import os
 import signal
 import time
 
-from ansible_collections.eagle3.extraction.plugins.module_utils import procfs
+from ansible_collections.eagle3.extraction.plugins.module_utils import procfs, validate
+from ansible_collections.eagle3.extraction.plugins.module_utils.pct_scope import ContainerScope, container_init_pid
+from ansible_collections.eagle3.extraction.plugins.module_utils.redact import redact_text, redact_value
 
 # how often liveness is polled while waiting for processes to exit
 POLL_INTERVAL = 0.05
 
-# Proxmox VE guest ids
-VMID_MIN = 100
-VMID_MAX = 999999999
+# the longest a user may ask to wait for processes to exit, in seconds (an hour)
+MAX_WAIT = 3600
+# how long one external command (pct, lxc-info, nvidia-smi) may take by default, and at most, in seconds
+DEFAULT_COMMAND_TIMEOUT = 60
+MAX_COMMAND_TIMEOUT = 600
+
+
+def common_argument_spec():
+    """The options every reclaim module has (documented in doc_fragments/reclaim.py)."""
+    return dict(
+        signal_timeout=dict(type='float', default=10),
+        kill_timeout=dict(type='float', default=10),
+        command_timeout=dict(type='float', default=DEFAULT_COMMAND_TIMEOUT),
+        vmid=dict(type='int'),
+    )
 
 
 class Protection(object):
@@ -123,15 +139,64 @@ def wait_reaped(zombies, timeout, proc_root=procfs.PROC, clock=time.monotonic, s
 
 
 def validate_common(params):
-    """Messages for bad values of the options both modules share."""
-    errors = []
-    for name in ('signal_timeout', 'kill_timeout'):
-        if params[name] < 0:
-            errors.append('%s must be 0 or more seconds, got %s' % (name, params[name]))
-    vmid = params.get('vmid')
-    if vmid is not None and not VMID_MIN <= vmid <= VMID_MAX:
-        errors.append('vmid must be a Proxmox container id between %d and %d, got %s' % (VMID_MIN, VMID_MAX, vmid))
+    """Messages for bad values of the common options, and for a control character in any option."""
+    errors = validate.control_character_errors(params)
+    errors.extend(validate.number_errors(params, {
+        'signal_timeout': (0, MAX_WAIT, 'seconds'),
+        'kill_timeout': (0, MAX_WAIT, 'seconds'),
+        'command_timeout': (1, MAX_COMMAND_TIMEOUT, 'seconds'),
+    }))
+    vmid_error = validate.vmid_error(params.get('vmid'))
+    if vmid_error:
+        errors.append(vmid_error)
     return errors
+
+
+def container_scope(module, vmid, timeout):
+    """The ContainerScope of container vmid on this hypervisor, or None without vmid.
+
+    Raises pct_scope.ContainerError (pct missing, container stopped, pct hung)."""
+    if vmid is None:
+        return None
+    return ContainerScope(vmid, container_init_pid(module, vmid, timeout=timeout))
+
+
+class Run(object):
+    """One run of a reclaim module: the result so far, its clock, and how it ends.
+
+    Every way out goes through exit() or fail(), which add the elapsed time and redact
+    secrets (an --api-key on a holder's command line) from the result and the message.
+    """
+
+    def __init__(self, module, **result):
+        self.module = module
+        self.start = time.monotonic()
+        self.result = result
+
+    def finish(self, **extra):
+        self.result.update(extra)
+        self.result['elapsed'] = round(time.monotonic() - self.start, 3)
+        return redact_value(self.result)
+
+    def exit(self, **extra):
+        self.module.exit_json(**self.finish(**extra))
+
+    def fail(self, msg, **extra):
+        self.module.fail_json(msg=redact_text(msg), **self.finish(**extra))
+
+
+def escalation_hint(module_name, vmid, who='the owner runs'):
+    """What to do when a process cannot be seen or signalled from inside a container."""
+    if vmid is not None:
+        return ''
+    return ('; if %s in an LXC container, run eagle3.extraction.%s on the Proxmox hypervisor with '
+            'vmid=<the container\'s vmid> (delegate_to: the hypervisor)' % (who, module_name))
+
+
+def survivors_text(survivors, proc_root=procfs.PROC):
+    """'pid (command; why it may have survived)' for each process alive after SIGKILL."""
+    return ', '.join('%s (%s; %s)' % (p.pid, p.command, survivor_hint(procfs.read_process(p.pid, proc_root) or p))
+                     for p in survivors)
 
 
 def survivor_hint(proc):

@@ -146,6 +146,12 @@ options:
       - Seconds C(pct shutdown) waits for the container to stop before it kills it (C(--forceStop 1)).
     type: int
     default: 60
+  command_timeout:
+    description:
+      - Seconds one C(pct) command may take (1 to 3600) before it is killed and the task fails naming the command;
+        C(pct shutdown) gets O(timeout) seconds more.
+    type: int
+    default: 300
   pct_path:
     description:
       - Path of the C(pct) program.
@@ -354,6 +360,7 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.eagle3.extraction.plugins.module_utils.pct import (
+    DEFAULT_PCT_TIMEOUT,
     ConfigFile,
     ConfigLock,
     NET_KEY_RE,
@@ -491,7 +498,7 @@ class ContainerTask:
         self.wanted = wanted
         self.vmid = module.params['vmid']
         self.check = module.check_mode
-        self.pct = Pct(module, module.params['pct_path'])
+        self.pct = Pct(module.params['pct_path'], timeout=module.params['command_timeout'])
         self.conf_path = os.path.join(module.params['conf_dir'], '%d.conf' % self.vmid)
         self.changing = []  # commands that change something (run, or would run in check mode)
         self.result = dict(changed=False, vmid=self.vmid, created=False, restarted=False,
@@ -503,16 +510,18 @@ class ContainerTask:
 
     # -- actions ----------------------------------------------------------------
 
-    def act(self, *args):
+    def act(self, *args, **kwargs):
         """A pct command that changes something: recorded, and run unless in check mode."""
         argv = [self.params['pct_path']] + [str(a) for a in args]
         self.changing.append(argv)
         self.result['changed'] = True
         if not self.check:
-            self.pct.check(*args)
+            self.pct.check(*args, **kwargs)
 
     def shutdown(self):
-        self.act('shutdown', self.vmid, '--timeout', self.params['timeout'], '--forceStop', '1')
+        # pct itself waits up to timeout seconds before it kills the container: give it that on top
+        self.act('shutdown', self.vmid, '--timeout', self.params['timeout'], '--forceStop', '1',
+                 timeout=self.params['timeout'] + self.params['command_timeout'])
 
     def start(self):
         self.act('start', self.vmid)
@@ -694,6 +703,7 @@ def main():
             shm_size=dict(type='str'),
             allow_restart=dict(type='bool', default=False),
             timeout=dict(type='int', default=60),
+            command_timeout=dict(type='int', default=DEFAULT_PCT_TIMEOUT),
             pct_path=dict(type='path', default='/usr/sbin/pct'),
             conf_dir=dict(type='path', default='/etc/pve/lxc'),
         ),

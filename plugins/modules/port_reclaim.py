@@ -16,23 +16,19 @@ description:
   - Sends C(SIGTERM) to all holders, C(SIGKILL) to those still running after O(signal_timeout) seconds, and waits until
     nothing listens on the port any more.
   - Nothing listening on the port is success with C(changed=false).
-  - Never signals PID 1, the module's own process or its ancestors (the SSH session and shell Ansible runs in),
-    kernel threads, or the init of a PID namespace (a container's PID 1).
   - Inside an LXC container a holder can be invisible (started from the hypervisor with C(nsenter --net)) or
     impossible to signal. The module then fails with what it found and says to run it on the Proxmox hypervisor
     with O(vmid); see the examples.
-  - With O(vmid), the module runs on the Proxmox hypervisor and acts on that container from the host. It reads the
-    container's network namespace through its init process (C(pct status <vmid> --verbose), falling back to
-    C(lxc-info -n <vmid> -p)) and kills holders by host PID. A holder belongs to the container when it shares the
-    PID namespace of the container's init, or sits in the container's cgroup (C(lxc.payload.<vmid>) or
-    C(/lxc/<vmid>/)), or lives in the container's network namespace (unless the container shares the host's
-    network). A holder outside the container is never signalled.
+  - With O(vmid), the module runs on the Proxmox hypervisor, reads the container's network namespace through its
+    init process and kills holders of that container by host PID. A holder outside the container is never signalled.
+  - If a protected process (see the notes) or a process outside the container holds the port beside killable ones,
+    nothing is signalled: killing the others could not free the port.
 author:
   - eagle3.extraction maintainers (@eagle3)
 options:
   port:
     description:
-      - The TCP port to free, 1 to 65535.
+      - The TCP port to free, an integer from 1 to 65535 (V(true) is not a port).
     type: int
     required: true
   address:
@@ -43,34 +39,8 @@ options:
         listener on the port.
       - Omitted, every listener on O(port) is reclaimed.
     type: str
-  signal_timeout:
-    description:
-      - Seconds to wait after C(SIGTERM) before sending C(SIGKILL) to the holders still running.
-    type: float
-    default: 10
-  kill_timeout:
-    description:
-      - Seconds to wait after C(SIGKILL) for the holders to exit and the port to be free before giving up.
-    type: float
-    default: 10
-  vmid:
-    description:
-      - Proxmox VE id of an LXC container (100 to 999999999). The module must then run on the container's
-        hypervisor (use C(delegate_to)); it looks at the container's network namespace and only ever signals
-        processes of that container, including those that cannot be seen or signalled from inside it.
-      - A container that is not running is an error.
-    type: int
-attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: N/A
-    platforms: linux
+extends_documentation_fragment:
+  - eagle3.extraction.reclaim
 notes:
   - Reads C(/proc) directly, so it needs Linux and, to see other users' sockets and signal their processes, root.
   - In check mode it reports the listeners, the holders and RV(would_kill), signals nothing, and fails, as a real run
@@ -242,8 +212,8 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.eagle3.extraction.plugins.module_utils import procfs
 from ansible_collections.eagle3.extraction.plugins.module_utils import reclaim
-from ansible_collections.eagle3.extraction.plugins.module_utils.pct_scope import (
-    ContainerError, ContainerScope, container_init_pid)
+from ansible_collections.eagle3.extraction.plugins.module_utils.pct_scope import ContainerError
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import number_error, show
 
 # a holder that respawns the listener (a supervisor we may not touch) must not keep us looping
 MAX_ROUNDS = 3
@@ -254,6 +224,23 @@ def parse_address(value):
     if value is None:
         return None
     return ipaddress.ip_address(value)
+
+
+def validate(params):
+    """The address as an ipaddress object (or None), after checking every option; (address, errors)."""
+    errors = reclaim.validate_common(params)
+    port_error = number_error('port', params['port'], 1, 65535)
+    if port_error is None and not isinstance(params['port'], int):
+        port_error = 'port: %s is not an integer port number from 1 to 65535' % show(params['port'])
+    if port_error:
+        errors.insert(0, port_error)
+    address = None
+    try:
+        address = parse_address(params['address'])
+    except ValueError:
+        errors.append('address: %s is not an IPv4 or IPv6 address; give one, or leave address out for any'
+                      % show(params['address']))
+    return address, errors
 
 
 def find_holders(inodes, proc_root=procfs.PROC):
@@ -325,9 +312,8 @@ def blocked_message(params, state):
         parts.append('port %s is also held by protected or out-of-scope process(es): %s'
                      % (port, ', '.join('%s (%s: %s)' % (p['pid'], p['cmdline'], p['reason']) for p in state.protected)))
     if params['vmid'] is None:
-        parts.append('the owner is outside this container\'s view or may not be signalled from here; run '
-                     'eagle3.extraction.port_reclaim on the Proxmox hypervisor with vmid=<this container\'s vmid> '
-                     '(delegate_to: the hypervisor)')
+        parts.append('the owner is outside this container\'s view or may not be signalled from here%s'
+                     % reclaim.escalation_hint('port_reclaim', None, who='the server runs'))
     return '; '.join(parts)
 
 
@@ -336,32 +322,22 @@ def main():
         argument_spec=dict(
             port=dict(type='int', required=True),
             address=dict(type='str'),
-            signal_timeout=dict(type='float', default=10),
-            kill_timeout=dict(type='float', default=10),
-            vmid=dict(type='int'),
+            **reclaim.common_argument_spec()
         ),
         supports_check_mode=True,
     )
     params = module.params
-    start = time.monotonic()
-    errors = reclaim.validate_common(params)
-    if not 1 <= params['port'] <= 65535:
-        errors.insert(0, 'port must be between 1 and 65535, got %s' % params['port'])
-    address = None
-    try:
-        address = parse_address(params['address'])
-    except ValueError:
-        errors.append('address must be an IPv4 or IPv6 address (or omitted for any), got %r' % params['address'])
+    run = reclaim.Run(module, changed=False, port=params['port'], address=params['address'], vmid=params['vmid'])
+    address, errors = validate(params)
     if errors:
         module.fail_json(msg='; '.join(errors), elapsed=0)
 
-    scope = None
+    try:
+        scope = reclaim.container_scope(module, params['vmid'], params['command_timeout'])
+    except ContainerError as exc:
+        run.fail(str(exc))
     net_dir = os.path.join(procfs.PROC, 'net')
-    if params['vmid'] is not None:
-        try:
-            scope = ContainerScope(params['vmid'], container_init_pid(module, params['vmid']))
-        except ContainerError as exc:
-            module.fail_json(msg=str(exc), elapsed=round(time.monotonic() - start, 3))
+    if scope is not None:
         net_dir = scope.net_dir
         if scope.shares_host_network:
             module.warn('container %s shares the host network namespace: only its own processes are reclaimed, '
@@ -373,11 +349,8 @@ def main():
         # a holder may have been exiting (or forking) while we read /proc: look once more
         time.sleep(0.1)
         state = PortState(params['port'], address, scope, protection, net_dir)
-    result = dict(
+    run.result.update(
         changed=bool(state.targets),
-        port=params['port'],
-        address=params['address'],
-        vmid=params['vmid'],
         listeners=state.listeners_out(),
         holders=state.holders_out(scope),
         killed=[],
@@ -387,43 +360,34 @@ def main():
         port_free=not state.listeners,
     )
 
-    def finish(**extra):
-        result.update(extra)
-        result['elapsed'] = round(time.monotonic() - start, 3)
-        return result
-
     if not state.listeners:
-        module.exit_json(**finish())
+        run.exit()
     if state.hidden or state.stuck:
         # killing the visible holders cannot free the port: act on nothing
-        module.fail_json(msg=blocked_message(params, state), **finish(changed=False))
+        run.fail(blocked_message(params, state), changed=False)
     if module.check_mode:
-        module.exit_json(**finish())
+        run.exit()
 
     for round_no in range(1, MAX_ROUNDS + 1):
         outcome = reclaim.terminate(state.targets, params['signal_timeout'], params['kill_timeout'])
-        result['killed'].extend(outcome.killed)
-        result['errors'].extend(outcome.errors)
+        run.result['killed'].extend(outcome.killed)
+        run.result['errors'].extend(outcome.errors)
         if outcome.survivors:
-            survivors = ', '.join('%s (%s; %s)' % (p.pid, p.command, reclaim.survivor_hint(procfs.read_process(p.pid) or p))
-                                  for p in outcome.survivors)
-            hint = '' if params['vmid'] is not None else (
-                '; if it runs in an LXC container, run eagle3.extraction.port_reclaim on the Proxmox hypervisor '
-                'with vmid=<the container\'s vmid>')
-            module.fail_json(msg='port %s: process(es) still alive after SIGKILL and %ss: %s%s'
-                             % (params['port'], params['kill_timeout'], survivors, hint),
-                             **finish(port_free=False))
+            run.fail('port %s: process(es) still alive after SIGKILL and %ss: %s%s'
+                     % (params['port'], params['kill_timeout'], reclaim.survivors_text(outcome.survivors),
+                        reclaim.escalation_hint('port_reclaim', params['vmid'], who='it runs')),
+                     port_free=False)
         state = PortState(params['port'], address, scope, protection, net_dir)
         if not state.listeners:
-            module.exit_json(**finish(port_free=True))
+            run.exit(port_free=True)
         if state.hidden or state.stuck or not state.targets or round_no == MAX_ROUNDS:
             break
         # new holders appeared (a child forked in between, a respawn): another round
 
-    module.fail_json(msg='port %s is still held after %s round(s): %s'
-                     % (params['port'], round_no, blocked_message(params, state) or 'holders keep coming back: %s'
-                        % ', '.join('%s (%s)' % (p.pid, p.command) for p in state.targets)),
-                     **finish(port_free=False, holders=state.holders_out(scope), listeners=state.listeners_out()))
+    run.fail('port %s is still held after %s round(s): %s'
+             % (params['port'], round_no, blocked_message(params, state) or 'holders keep coming back: %s'
+                % ', '.join('%s (%s)' % (p.pid, p.command) for p in state.targets)),
+             port_free=False, holders=state.holders_out(scope), listeners=state.listeners_out())
 
 
 if __name__ == '__main__':

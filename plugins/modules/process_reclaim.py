@@ -22,14 +22,11 @@ description:
   - With O(gpu_memory_max_mib), polls C(nvidia-smi) after killing until every GPU uses at most that many MiB, or
     fails after O(gpu_wait_timeout) seconds naming the GPUs and their MiB.
   - Nothing selected is success with C(changed=false).
-  - Never signals PID 1, the module's own process or its ancestors (the SSH session and shell Ansible runs in),
-    kernel threads, the init of a PID namespace (a container's PID 1), or the NVIDIA driver's own services
-    (C(nvidia-persistenced), C(nv-fabricmanager), C(nv-hostengine), C(nvidia-smi), C(Xorg)) when they are only
-    selected for holding a GPU.
+  - Besides the processes every reclaim module protects (see the notes), never signals the NVIDIA driver's own
+    services (C(nvidia-persistenced), C(nv-fabricmanager), C(nv-hostengine), C(nvidia-smi), C(Xorg)) when they
+    are only selected for holding a GPU.
   - With O(vmid), the module runs on the Proxmox hypervisor and acts on that container from the host, by host PID.
-    A process belongs to the container when it shares the PID namespace of the container's init, sits in the
-    container's cgroup (C(lxc.payload.<vmid>) or C(/lxc/<vmid>/)), or lives in the container's network namespace
-    (unless the container shares the host's network). Nothing outside the container is ever signalled.
+    Nothing outside the container is ever signalled.
 author:
   - eagle3.extraction maintainers (@eagle3)
 options:
@@ -39,6 +36,8 @@ options:
         its arguments joined by spaces, and in its process name (C(comm), at most 15 characters, which is all a
         zombie has left).
       - An empty list selects nothing by name; then O(gpu_holders) must be V(true).
+      - A pattern that could select every process is refused - one that matches the empty string (V(""), V(.*),
+        V(a*)), or the command lines of two or more unrelated system programs (C(sshd), C(systemd), C(bash), ...).
     type: list
     elements: str
     default: ['^sglang::', '(^|\s)-m\s+sglang\.launch_server(\s|$)']
@@ -57,53 +56,30 @@ options:
     default: true
   exclude:
     description:
-      - PIDs never to signal, even if selected (host PIDs with O(vmid)).
+      - PIDs never to signal, even if selected (host PIDs with O(vmid)), each from 1 to 4194304.
     type: list
     elements: int
     default: []
-  signal_timeout:
-    description:
-      - Seconds to wait after C(SIGTERM) before sending C(SIGKILL) to the processes still running.
-    type: float
-    default: 10
-  kill_timeout:
-    description:
-      - Seconds to wait after C(SIGKILL) for the processes to exit, and for their zombies to be reaped, before giving up.
-    type: float
-    default: 10
   gpu_memory_max_mib:
     description:
-      - After killing, wait until every GPU uses at most this many MiB (V(0) for an empty GPU), polling C(nvidia-smi).
+      - After killing, wait until every GPU uses at most this many MiB (V(0) for an empty GPU, at most 16777216),
+        polling C(nvidia-smi).
       - Omitted, GPU memory is not waited for.
     type: int
   gpu_wait_timeout:
     description:
-      - Seconds to wait for O(gpu_memory_max_mib) before failing with the GPUs still above it.
+      - Seconds to wait for O(gpu_memory_max_mib) before failing with the GPUs still above it, 0 to 3600.
     type: float
     default: 60
   nvidia_smi_path:
     description:
-      - Path of C(nvidia-smi). Omitted, it is looked up on E(PATH) (and C(/usr/bin), C(/usr/local/bin)).
+      - Absolute path of C(nvidia-smi). Omitted, it is looked up on E(PATH), then in C(/usr/bin), C(/usr/local/bin),
+        C(/usr/sbin), C(/sbin) and C(/usr/local/nvidia/bin).
       - C(nvidia-smi) is run only with O(gpu_holders), O(gpu_memory_max_mib) or this option set; it must work when
         O(gpu_memory_max_mib) is set, otherwise a failure is a warning.
     type: path
-  vmid:
-    description:
-      - Proxmox VE id of an LXC container (100 to 999999999). The module must then run on the container's
-        hypervisor (use C(delegate_to)) and only ever signals processes of that container, including those that
-        cannot be seen or signalled from inside it. A container that is not running is an error.
-    type: int
-attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: N/A
-    platforms: linux
+extends_documentation_fragment:
+  - eagle3.extraction.reclaim
 notes:
   - Reads C(/proc) directly, so it needs Linux and, to see other users' processes and signal them, root.
   - A module cannot print while it runs, so the progress of the GPU memory wait comes back in
@@ -318,10 +294,13 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.eagle3.extraction.plugins.module_utils import gpu_memory
+from ansible_collections.eagle3.extraction.plugins.module_utils import nvidia_smi_runner
 from ansible_collections.eagle3.extraction.plugins.module_utils import procfs
 from ansible_collections.eagle3.extraction.plugins.module_utils import reclaim
-from ansible_collections.eagle3.extraction.plugins.module_utils.pct_scope import (
-    ContainerError, ContainerScope, container_init_pid)
+from ansible_collections.eagle3.extraction.plugins.module_utils.nvidia_smi import NvidiaSmiError
+from ansible_collections.eagle3.extraction.plugins.module_utils.pct_scope import ContainerError
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import (
+    executable_file_error, number_error, number_errors, show)
 
 # how often nvidia-smi is polled while waiting for GPU memory to come back
 GPU_POLL_INTERVAL = 0.25
@@ -331,77 +310,101 @@ GPU_SERVICE_NAMES = ('nvidia-persiste', 'nvidia-persistenced', 'nv-fabricmanage'
                      'nv-hostengine', 'nvidia-smi', 'Xorg', 'nvidia-powerd')
 
 
-def compile_patterns(module, patterns):
-    compiled = []
-    for pattern in patterns:
-        try:
-            compiled.append(re.compile(pattern))
-        except re.error as exc:
-            module.fail_json(msg='match: %r is not a valid regular expression: %s' % (pattern, exc), elapsed=0)
-    return compiled
+# the largest PID Linux hands out (PID_MAX_LIMIT on 64-bit)
+PID_MAX = 4194304
+# the most GPU memory a limit may name, in MiB (16 TiB)
+GPU_MEMORY_MAX_MIB = 16 * 1024 * 1024
+
+# Command lines of system programs that no reclaim pattern has any business selecting. A
+# pattern that matches two or more of them (or the empty string, which every process has)
+# would select whatever runs on the host: sshd, dbus, other servers.
+UNRELATED_PROGRAMS = (
+    'sshd: root@pts/0', '/usr/sbin/sshd -D', '/lib/systemd/systemd --user', 'dbus-daemon --system',
+    '-bash', 'cron -f', '/sbin/agetty -o -p -- \\u --noclear tty1 linux', 'rsyslogd -n -iNONE',
+)
 
 
-def validate(module):
-    params = module.params
+def pattern_error(index, pattern):
+    """Why match[index] may not be used, or None: it must compile and must not select everything."""
+    where = 'match[%d]' % index
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        return '%s: %s is not a valid regular expression: %s' % (where, show(pattern), exc)
+    if compiled.search(''):
+        return ('%s: %s matches the empty string, so it would select every process on the host; give a pattern '
+                'that names the program (e.g. ^sglang::)' % (where, show(pattern)))
+    unrelated = [program for program in UNRELATED_PROGRAMS if compiled.search(program)]
+    if len(unrelated) >= 2:
+        return ('%s: %s matches unrelated system programs (%s), so it would select far more than a leftover '
+                'server; give a pattern that names the program' % (where, show(pattern), ', '.join(unrelated[:3])))
+    return None
+
+
+def validate(params):
+    """Every option checked before anything is read or signalled: (compiled patterns, error messages)."""
     errors = reclaim.validate_common(params)
-    bad = [pid for pid in params['exclude'] if pid <= 0]
-    if bad:
-        errors.append('exclude must list PIDs (integers above 0), got %s' % bad)
-    if params['gpu_memory_max_mib'] is not None and params['gpu_memory_max_mib'] < 0:
-        errors.append('gpu_memory_max_mib must be 0 or more MiB, got %s' % params['gpu_memory_max_mib'])
-    if params['gpu_wait_timeout'] < 0:
-        errors.append('gpu_wait_timeout must be 0 or more seconds, got %s' % params['gpu_wait_timeout'])
+    errors.extend(number_errors(params, {
+        'gpu_memory_max_mib': (0, GPU_MEMORY_MAX_MIB, 'MiB'),
+        'gpu_wait_timeout': (0, reclaim.MAX_WAIT, 'seconds'),
+    }))
+    for index, pid in enumerate(params['exclude']):
+        error = number_error('exclude[%d]' % index, pid, 1, PID_MAX)
+        if error:
+            errors.append(error + ' (a PID)')
+    patterns = []
+    for index, pattern in enumerate(params['match']):
+        error = pattern_error(index, pattern)
+        if error:
+            errors.append(error)
+        else:
+            patterns.append(re.compile(pattern))
     if not params['match'] and not params['gpu_holders']:
         errors.append('match is empty and gpu_holders is false: give at least one regex in match, or set gpu_holders')
-    path = params['nvidia_smi_path']
-    if path is not None and not (os.path.isfile(path) and os.access(path, os.X_OK)):
-        errors.append('nvidia_smi_path %s is not an executable file' % path)
-    if errors:
-        module.fail_json(msg='; '.join(errors), elapsed=0)
-    return compile_patterns(module, params['match'])
+    error = executable_file_error('nvidia_smi_path', params['nvidia_smi_path'])
+    if error:
+        errors.append(error)
+    return patterns, errors
 
 
 def find_nvidia_smi(module):
+    """The nvidia-smi runner, or None when none is needed or none was found."""
     params = module.params
-    if params['nvidia_smi_path']:
-        return params['nvidia_smi_path']
-    if params['gpu_holders'] or params['gpu_memory_max_mib'] is not None:
-        return module.get_bin_path('nvidia-smi', opt_dirs=['/usr/bin', '/usr/local/bin'])
-    return None
+    if not (params['nvidia_smi_path'] or params['gpu_holders'] or params['gpu_memory_max_mib'] is not None):
+        return None
+    try:
+        path = nvidia_smi_runner.find(module, params['nvidia_smi_path'])
+    except NvidiaSmiError:
+        return None
+    return nvidia_smi_runner.NvidiaSmi(path, timeout=params['command_timeout'])
 
 
 class GpuReader(object):
     """nvidia-smi queries; a failure is fatal only when GPU memory must be waited for."""
 
-    def __init__(self, module, nvidia_smi, start):
-        self.module = module
-        self.nvidia_smi = nvidia_smi
-        self.start = start
-        self.required = module.params['gpu_memory_max_mib'] is not None
-        # what was found and done so far, returned with a failure
-        self.result = {}
-        if nvidia_smi is None and module.params['gpu_holders'] and not self.required:
-            module.warn('gpu_holders: nvidia-smi was not found, so only processes with /dev/nvidia* open are '
-                        'selected and GPU memory is not reported')
+    def __init__(self, run, smi):
+        self.run = run
+        self.module = run.module
+        self.smi = smi
+        self.required = self.module.params['gpu_memory_max_mib'] is not None
+        if smi is None and self.module.params['gpu_holders'] and not self.required:
+            self.module.warn('gpu_holders: nvidia-smi was not found, so only processes with /dev/nvidia* open are '
+                             'selected and GPU memory is not reported')
 
     def _query(self, func):
-        if self.nvidia_smi is None:
+        if self.smi is None:
             if self.required:
-                return self.fail('gpu_memory_max_mib is set but nvidia-smi was not found: install the NVIDIA '
-                                 'driver utilities or give nvidia_smi_path')
+                return self.run.fail('gpu_memory_max_mib is set but nvidia-smi was not found: install the NVIDIA '
+                                     'driver utilities or give nvidia_smi_path')
             return None
         try:
-            return func(self.module, self.nvidia_smi)
+            return func(self.smi)
         except gpu_memory.GpuQueryError as exc:
             if self.required:
-                return self.fail('gpu_memory_max_mib is set but nvidia-smi does not work: %s' % exc)
+                return self.run.fail('gpu_memory_max_mib is set but nvidia-smi does not work: %s' % exc)
             self.module.warn('nvidia-smi does not work, GPU memory is not reported: %s' % exc)
-            self.nvidia_smi = None
+            self.smi = None
             return None
-
-    def fail(self, msg):
-        self.result['elapsed'] = round(time.monotonic() - self.start, 3)
-        self.module.fail_json(msg=msg, **self.result)
 
     def memory(self):
         return self._query(gpu_memory.query_gpu_memory)
@@ -535,33 +538,31 @@ def main():
             gpu_holders=dict(type='bool', default=False),
             zombies=dict(type='bool', default=True),
             exclude=dict(type='list', elements='int', default=[]),
-            signal_timeout=dict(type='float', default=10),
-            kill_timeout=dict(type='float', default=10),
             gpu_memory_max_mib=dict(type='int'),
             gpu_wait_timeout=dict(type='float', default=60),
             nvidia_smi_path=dict(type='path'),
-            vmid=dict(type='int'),
+            **reclaim.common_argument_spec()
         ),
         supports_check_mode=True,
     )
     params = module.params
-    start = time.monotonic()
-    patterns = validate(module)
+    patterns, errors = validate(params)
+    if errors:
+        module.fail_json(msg='; '.join(errors), elapsed=0)
+    run = reclaim.Run(module, changed=False, vmid=params['vmid'])
 
-    scope = None
-    if params['vmid'] is not None:
-        try:
-            scope = ContainerScope(params['vmid'], container_init_pid(module, params['vmid']))
-        except ContainerError as exc:
-            module.fail_json(msg=str(exc), elapsed=round(time.monotonic() - start, 3))
+    try:
+        scope = reclaim.container_scope(module, params['vmid'], params['command_timeout'])
+    except ContainerError as exc:
+        run.fail(str(exc))
     protection = reclaim.Protection()
-    gpu = GpuReader(module, find_nvidia_smi(module), start)
+    gpu = GpuReader(run, find_nvidia_smi(module))
     gpu_before = gpu.memory()
     gpu_apps = gpu.apps() if params['gpu_holders'] else None
 
     processes = procfs.snapshot()
     selection = Selection(processes, patterns, params, protection, scope, gpu_apps)
-    result = dict(
+    run.result.update(
         changed=bool(selection.targets) or any(z['action'] == 'kill_parent' for z in selection.zombies),
         matched=selection.matched_out(),
         would_kill=[p.pid for p in selection.targets],
@@ -575,49 +576,34 @@ def main():
         gpu_memory_before=gpu_before,
         gpu_memory_after=gpu_before,
         gpu_memory_progress=[],
-        vmid=params['vmid'],
     )
-    gpu.result = result
-
-    def finish(**extra):
-        result.update(extra)
-        result['elapsed'] = round(time.monotonic() - start, 3)
-        return result
-
     if module.check_mode:
-        module.exit_json(**finish())
+        run.exit()
 
     outcome = reclaim.terminate(selection.targets, params['signal_timeout'], params['kill_timeout'])
-    result['killed'] = outcome.killed
-    result['errors'] = outcome.errors
-    result['reaped'] = reap_zombies(module, selection, processes, result['errors'])
-    result['changed'] = bool(outcome.killed) or bool(result['reaped'])
+    run.result['killed'] = outcome.killed
+    run.result['errors'] = outcome.errors
+    run.result['reaped'] = reap_zombies(module, selection, processes, run.result['errors'])
+    run.result['changed'] = bool(outcome.killed) or bool(run.result['reaped'])
 
     if outcome.survivors:
-        survivors = ', '.join('%s (%s; %s)' % (p.pid, p.command, reclaim.survivor_hint(procfs.read_process(p.pid) or p))
-                              for p in outcome.survivors)
-        hint = '' if params['vmid'] is not None else (
-            '; if they run in an LXC container, run eagle3.extraction.process_reclaim on the Proxmox hypervisor '
-            'with vmid=<the container\'s vmid>')
-        module.fail_json(msg='process(es) still alive after SIGKILL and %ss: %s%s'
-                         % (params['kill_timeout'], survivors, hint), **finish())
+        run.fail('process(es) still alive after SIGKILL and %ss: %s%s'
+                 % (params['kill_timeout'], reclaim.survivors_text(outcome.survivors),
+                    reclaim.escalation_hint('process_reclaim', params['vmid'], who='they run')))
 
     if params['gpu_memory_max_mib'] is not None:
         gpus, progress = wait_gpu_memory(gpu, params['gpu_memory_max_mib'], params['gpu_wait_timeout'])
-        result.update(gpu_memory_after=gpus, gpu_memory_progress=progress)
+        run.result.update(gpu_memory_after=gpus, gpu_memory_progress=progress)
         over = gpu_memory.over_limit(gpus, params['gpu_memory_max_mib'])
         if over:
-            hint = '' if params['vmid'] is not None else (
-                '; if the holder is not visible here (inside an LXC container), run '
-                'eagle3.extraction.process_reclaim on the Proxmox hypervisor with vmid=<the container\'s vmid>')
-            module.fail_json(msg='GPU memory still above gpu_memory_max_mib=%s MiB after %ss: %s%s'
-                             % (params['gpu_memory_max_mib'], params['gpu_wait_timeout'],
-                                ', '.join('GPU %s uses %s MiB' % (g['index'], g['memory_used_mib']) for g in over),
-                                hint),
-                             **finish())
+            run.fail('GPU memory still above gpu_memory_max_mib=%s MiB after %ss: %s%s'
+                     % (params['gpu_memory_max_mib'], params['gpu_wait_timeout'],
+                        ', '.join('GPU %s uses %s MiB' % (g['index'], g['memory_used_mib']) for g in over),
+                        reclaim.escalation_hint('process_reclaim', params['vmid'],
+                                                who='the holder is not visible here because it runs')))
     elif gpu_before is not None:
-        result['gpu_memory_after'] = gpu.memory()
-    module.exit_json(**finish())
+        run.result['gpu_memory_after'] = gpu.memory()
+    run.exit()
 
 
 if __name__ == '__main__':

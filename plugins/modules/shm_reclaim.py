@@ -204,18 +204,15 @@ def find_candidates(path, patterns):
 
 def open_file_keys(pid, proc_root=procfs.PROC):
     """(dev, ino) of every file the process has open, as a set; OSError if its fd directory cannot be listed."""
-    fd_dir = os.path.join(proc_root, str(pid), 'fd')
     keys = set()
     paths = set()
-    for name in os.listdir(fd_dir):
-        link = os.path.join(fd_dir, name)
+    for link, target in procfs.read_fd_links(pid, proc_root):
+        # sockets, pipes and anon inodes ('socket:[123]') are no file of ours:
+        # skip the stat, which is most of a server's fds
+        if not target.startswith('/'):
+            continue
+        paths.add(target)
         try:
-            target = os.readlink(link)
-            # sockets, pipes and anon inodes ('socket:[123]') are no file of ours:
-            # skip the stat, which is most of a server's fds
-            if not target.startswith('/'):
-                continue
-            paths.add(target)
             # stat follows the magic link to the open file itself, even when its
             # path is not reachable from our mount namespace
             keys.add(file_key(os.stat(link)))

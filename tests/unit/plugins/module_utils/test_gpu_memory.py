@@ -10,6 +10,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[4]
 
 from ansible_collections.eagle3.extraction.plugins.module_utils import gpu_memory, procfs
+from ansible_collections.eagle3.extraction.plugins.module_utils.nvidia_smi_runner import NvidiaSmi
 
 CAPTURES = REPO / 'tests' / 'fixtures' / 'nvidia-smi'
 H200 = CAPTURES / 'h200x2'
@@ -17,21 +18,28 @@ PROC_FIXTURES = REPO / 'tests' / 'unit' / 'fixtures' / 'proc'
 
 
 class Replay(object):
-    """A module whose run_command answers with a captured output and exit code."""
+    """A command runner that answers with a captured output and exit code, and records the argv and timeout."""
 
     def __init__(self, path, rc=0):
         self.out = path.read_text() if path else ''
         self.rc = rc
         self.argv = None
+        self.timeout = None
 
-    def run_command(self, argv):
+    def __call__(self, argv, timeout):
         self.argv = argv
+        self.timeout = timeout
         return self.rc, self.out, ''
+
+
+def smi(replay, path='nvidia-smi'):
+    return NvidiaSmi(path, timeout=7, run=replay)
 
 
 def test_busy_gpu_memory():
     module = Replay(H200 / 'busy' / 'query-gpu-memory-noheader-nounits.csv')
-    gpus = gpu_memory.query_gpu_memory(module, '/usr/bin/nvidia-smi')
+    gpus = gpu_memory.query_gpu_memory(smi(module, '/usr/bin/nvidia-smi'))
+    assert module.timeout == 7
     assert module.argv == ['/usr/bin/nvidia-smi', '--query-gpu=index,memory.used,memory.total',
                            '--format=csv,noheader,nounits']
     assert gpus == [{'index': 0, 'memory_used_mib': 21007, 'memory_total_mib': 143771},
@@ -42,7 +50,7 @@ def test_busy_gpu_memory():
 
 def test_idle_compute_apps_is_empty():
     module = Replay(H200 / 'idle' / 'query-compute-apps-noheader-nounits.csv')
-    assert gpu_memory.query_compute_apps(module, 'nvidia-smi') == []
+    assert gpu_memory.query_compute_apps(smi(module)) == []
     assert module.argv == ['nvidia-smi', '--query-compute-apps=pid,process_name,used_memory,gpu_uuid',
                            '--format=csv,noheader,nounits']
 
@@ -54,12 +62,12 @@ def test_idle_compute_apps_is_empty():
 ])
 def test_failures_carry_the_cause(capture, rc, words):
     with pytest.raises(gpu_memory.GpuQueryError, match=words):
-        gpu_memory.query_gpu_memory(Replay(capture, rc), 'nvidia-smi')
+        gpu_memory.query_gpu_memory(smi(Replay(capture, rc)))
 
 
 def test_unexpected_output_is_an_error():
     with pytest.raises(gpu_memory.GpuQueryError, match='unexpected output'):
-        gpu_memory.query_gpu_memory(Replay(H200 / 'idle' / 'topo-m.txt'), 'nvidia-smi')
+        gpu_memory.query_gpu_memory(smi(Replay(H200 / 'idle' / 'topo-m.txt')))
 
 
 def fd_targets_of_listing(path):

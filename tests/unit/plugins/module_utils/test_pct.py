@@ -8,6 +8,7 @@ writes them: description as '#' lines, sorted keys, raw lxc.* lines last, then
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -241,14 +242,14 @@ def test_bad_raw_lines_are_refused(line):
         pct.parse_raw_line(line)
 
 
-@pytest.mark.parametrize('size', ['64G', '512m', '50%', '1073741824'])
+@pytest.mark.parametrize('size', ['64G', '64T', '512m', '50%', '1073741824'])
 def test_shm_sizes_tmpfs_takes(size):
     key, value = pct.shm_mount_entry(size)
     assert key == 'lxc.mount.entry' and 'size=%s,' % size in value
     assert pct.is_shm_mount_entry((key, value))
 
 
-@pytest.mark.parametrize('size', ['0', '64 G', '64GB', '-1', '', 'big'])
+@pytest.mark.parametrize('size', ['0', '64 G', '64GB', '-1', '', 'big', '64G\n', '\n64G', '64G\nlxc.x: y', 64])
 def test_shm_sizes_tmpfs_refuses(size):
     with pytest.raises(ValueError):
         pct.shm_mount_entry(size)
@@ -418,28 +419,35 @@ def test_creation_plan_sets_everything_and_predicts_the_file():
 
 # --- running pct --------------------------------------------------------------------------
 
-class FakeModule:
-    """Answers run_command like pct would, and records what was asked."""
+class FakeRun:
+    """Answers like pct would (the signature of command.run), and records what was asked."""
 
     def __init__(self, *answers):
         self.answers = list(answers)
         self.calls = []
+        self.timeouts = []
 
-    def run_command(self, argv, **_kwargs):
+    def __call__(self, argv, timeout):
         self.calls.append(argv)
+        self.timeouts.append(timeout)
         return self.answers.pop(0)
 
 
+def fake_pct(run):
+    return pct.Pct('/usr/sbin/pct', run=run)
+
+
 def test_pct_status_of_a_missing_container_is_none():
-    module = FakeModule((255, '', "Configuration file 'nodes/pve1/lxc/150.conf' does not exist\n"))
-    assert pct.Pct(module, '/usr/sbin/pct').status(150) is None
+    module = FakeRun((255, '', "Configuration file 'nodes/pve1/lxc/150.conf' does not exist\n"))
+    assert fake_pct(module).status(150) is None
     assert module.calls == [['/usr/sbin/pct', 'status', '150']]
+    assert module.timeouts == [pct.DEFAULT_PCT_TIMEOUT]
 
 
 def test_pct_errors_carry_pcts_own_message_and_exit_code():
-    module = FakeModule((255, '', 'CT 101 already running\n'))
+    module = FakeRun((255, '', 'CT 101 already running\n'))
     with pytest.raises(pct.PctError) as caught:
-        pct.Pct(module, '/usr/sbin/pct').check('start', 101)
+        fake_pct(module).check('start', 101)
     assert str(caught.value) == 'pct start 101 failed with exit code 255: CT 101 already running'
     assert caught.value.rc == 255
 
@@ -448,14 +456,14 @@ def test_pct_parameter_errors_keep_every_line():
     err = ("400 Parameter verification failed.\ncores: type check ('integer') failed - got 'x'\n"
            "pct set <vmid> [OPTIONS]\n")
     with pytest.raises(pct.PctError) as caught:
-        pct.Pct(FakeModule((255, '', err)), '/usr/sbin/pct').check('set', 101, '--cores', 'x')
+        fake_pct(FakeRun((255, '', err))).check('set', 101, '--cores', 'x')
     assert str(caught.value).endswith(err.strip())
 
 
 def test_a_status_error_other_than_missing_is_raised():
-    module = FakeModule((255, '', 'please run as root\n'))
+    module = FakeRun((255, '', 'please run as root\n'))
     with pytest.raises(pct.PctError, match='please run as root'):
-        pct.Pct(module, '/usr/sbin/pct').status(101)
+        fake_pct(module).status(101)
 
 
 def test_write_text_replaces_the_file(tmp_path):
@@ -473,3 +481,29 @@ def test_config_lock_excludes_a_second_holder(tmp_path):
                 pass
     with pct.ConfigLock(150, lock_dir=str(tmp_path)):
         pass
+
+
+def test_a_hanging_pct_fails_in_bounded_time_naming_the_command_and_timeout(tmp_path):
+    hang = tmp_path / 'pct'
+    hang.write_text('#!/bin/sh\ntrap "" TERM\nsleep 60\n')
+    hang.chmod(0o755)
+    began = time.monotonic()
+    with pytest.raises(pct.PctError) as caught:
+        pct.Pct(str(hang), timeout=0.5).status(101)
+    assert time.monotonic() - began < 10
+    assert '%s status 101' % hang in str(caught.value) and '0.5 seconds' in str(caught.value)
+
+
+def test_a_pct_path_that_is_a_directory_is_named(tmp_path):
+    with pytest.raises(pct.PctError, match='pct_path %s cannot be run' % tmp_path):
+        pct.Pct(str(tmp_path)).status(101)
+
+
+@pytest.mark.parametrize('out, status', [
+    ('status: running\n', 'running'),
+    ('status: stopped\n', 'stopped'),
+])
+def test_verbose_status_is_parsed_by_the_same_parser(out, status):
+    run = FakeRun((0, out + 'pid: 4242\ncpus: 8\n', ''))
+    assert fake_pct(run).status_verbose(101) == {'status': status, 'pid': '4242', 'cpus': '8'}
+    assert run.calls == [['/usr/sbin/pct', 'status', '101', '--verbose']]

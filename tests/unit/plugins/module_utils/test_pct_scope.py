@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[4]
 
 from ansible_collections.eagle3.extraction.plugins.module_utils import pct_scope
 from ansible_collections.eagle3.extraction.plugins.module_utils.pct_scope import (
-    ContainerError, ContainerScope, container_init_pid)
+    ContainerError, ContainerScope)
 
 RUNNING_101 = """\
 cpus: 8
@@ -70,7 +70,7 @@ vmid: 102
 
 
 class FakeModule(object):
-    """Answers run_command from a table, as pct would; records the argv lists."""
+    """Finds pct and lxc-info, and answers their commands from a table (as command.run); records the argv lists."""
 
     def __init__(self, answers, binaries=('pct', 'lxc-info')):
         self.answers = answers
@@ -80,9 +80,14 @@ class FakeModule(object):
     def get_bin_path(self, name, required=False, opt_dirs=None):
         return '/usr/sbin/%s' % name if name in self.binaries else None
 
-    def run_command(self, argv):
+    def run(self, argv, timeout):
+        assert timeout > 0
         self.calls.append(argv)
         return self.answers[tuple(argv)]
+
+
+def container_init_pid(module, vmid):
+    return pct_scope.container_init_pid(module, vmid, run=module.run)
 
 
 def test_running_container_init_pid_from_pct_status_verbose():

@@ -137,7 +137,7 @@ def test_wait_reaped_follows_the_zombie_until_its_parent_reaps_it():
 
 
 def test_validate_common_names_the_options():
-    errors = reclaim.validate_common({'signal_timeout': -1, 'kill_timeout': 0, 'vmid': 99})
-    assert errors == ['signal_timeout must be 0 or more seconds, got -1',
-                      'vmid must be a Proxmox container id between 100 and 999999999, got 99']
-    assert reclaim.validate_common({'signal_timeout': 0, 'kill_timeout': 1, 'vmid': None}) == []
+    errors = reclaim.validate_common({'signal_timeout': -1, 'kill_timeout': 0, 'command_timeout': 5, 'vmid': 99})
+    assert errors == ['signal_timeout: -1 is out of range; give a number from 0 to 3600 seconds',
+                      'vmid: 99 is not a Proxmox container id; give an integer from 100 to 999999999']
+    assert reclaim.validate_common({'signal_timeout': 0, 'kill_timeout': 1, 'command_timeout': 5, 'vmid': None}) == []

@@ -5,7 +5,6 @@ The modules run in-process (ansible-core's patch_module_args)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,12 +23,12 @@ def run(module, args, capsys):
 
 
 @pytest.mark.parametrize('args, message', [
-    ({'port': 0}, 'port must be between 1 and 65535, got 0'),
-    ({'port': 70000}, 'port must be between 1 and 65535, got 70000'),
-    ({'port': 8000, 'address': 'localhost'}, "address must be an IPv4 or IPv6 address (or omitted for any), got 'localhost'"),
-    ({'port': 8000, 'signal_timeout': -1}, 'signal_timeout must be 0 or more seconds'),
-    ({'port': 8000, 'kill_timeout': -0.5}, 'kill_timeout must be 0 or more seconds'),
-    ({'port': 8000, 'vmid': 7}, 'vmid must be a Proxmox container id between 100 and 999999999, got 7'),
+    ({'port': 0}, 'port: 0 is out of range; give a number from 1 to 65535'),
+    ({'port': 70000}, 'port: 70000 is out of range; give a number from 1 to 65535'),
+    ({'port': 8000, 'address': 'localhost'}, "address: 'localhost' is not an IPv4 or IPv6 address"),
+    ({'port': 8000, 'signal_timeout': -1}, 'signal_timeout: -1.0 is out of range; give a number from 0 to 3600 seconds'),
+    ({'port': 8000, 'kill_timeout': -0.5}, 'kill_timeout: -0.5 is out of range'),
+    ({'port': 8000, 'vmid': 7}, 'vmid: 7 is not a Proxmox container id; give an integer from 100 to 999999999'),
 ])
 def test_port_reclaim_bad_values(args, message, capsys):
     result = run(port_reclaim, args, capsys)
@@ -38,17 +37,17 @@ def test_port_reclaim_bad_values(args, message, capsys):
 
 def test_port_reclaim_reports_every_bad_value_at_once(capsys):
     result = run(port_reclaim, {'port': 70000, 'address': 'x', 'vmid': 1}, capsys)
-    assert 'port must be' in result['msg'] and 'address must be' in result['msg'] and 'vmid must be' in result['msg']
+    assert 'port: 70000' in result['msg'] and "address: 'x'" in result['msg'] and 'vmid: 1 ' in result['msg']
 
 
 @pytest.mark.parametrize('args, message', [
-    ({'match': ['sglang::(']}, "match: 'sglang::(' is not a valid regular expression"),
+    ({'match': ['sglang::(']}, "match[0]: 'sglang::(' is not a valid regular expression"),
     ({'match': []}, 'match is empty and gpu_holders is false'),
-    ({'exclude': [0]}, 'exclude must list PIDs (integers above 0), got [0]'),
-    ({'gpu_memory_max_mib': -1}, 'gpu_memory_max_mib must be 0 or more MiB, got -1'),
-    ({'gpu_wait_timeout': -1}, 'gpu_wait_timeout must be 0 or more seconds'),
-    ({'nvidia_smi_path': '/nonexistent/nvidia-smi'}, 'nvidia_smi_path /nonexistent/nvidia-smi is not an executable file'),
-    ({'vmid': 1000000000}, 'vmid must be a Proxmox container id'),
+    ({'exclude': [0]}, 'exclude[0]: 0 is out of range; give a number from 1 to 4194304 (a PID)'),
+    ({'gpu_memory_max_mib': -1}, 'gpu_memory_max_mib: -1 is out of range'),
+    ({'gpu_wait_timeout': -1}, 'gpu_wait_timeout: -1.0 is out of range'),
+    ({'nvidia_smi_path': '/nonexistent/nvidia-smi'}, "nvidia_smi_path: '/nonexistent/nvidia-smi' does not exist"),
+    ({'vmid': 1000000000}, 'vmid: 1000000000 is not a Proxmox container id'),
 ])
 def test_process_reclaim_bad_values(args, message, capsys):
     result = run(process_reclaim, args, capsys)
