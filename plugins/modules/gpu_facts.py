@@ -25,9 +25,16 @@ author:
 options:
   nvidia_smi_path:
     description:
-      - Path of the C(nvidia-smi) binary.
-      - When not set, C(nvidia-smi) is looked up on E(PATH), then in C(/usr/bin) and the sbin directories.
+      - Absolute path of the C(nvidia-smi) binary.
+      - When not set, C(nvidia-smi) is looked up on E(PATH), then in C(/usr/bin), C(/usr/local/bin), C(/usr/sbin),
+        C(/sbin) and C(/usr/local/nvidia/bin).
     type: path
+  command_timeout:
+    description:
+      - Seconds each C(nvidia-smi) call may take, 1 to 600. A wedged driver makes nvidia-smi hang; it is then killed
+        and the module fails with RV(cause) V(timeout), naming the command and the timeout.
+    type: float
+    default: 30
   query_gpus:
     description:
       - Run C(nvidia-smi) and report the GPUs.
@@ -89,6 +96,7 @@ RETURN = r"""
 cause:
   description:
     - Why the module failed - V(driver_library_mismatch), V(driver_not_loaded), V(missing_binary),
+      V(timeout) (nvidia-smi did not answer within O(command_timeout)), V(invalid_option) (a bad option value),
       V(invalid_field) (a driver that does not know a queried field), V(no_kernel_module) (no
       C(/proc/driver/nvidia/version) with O(query_gpus=false)), V(unparsable) (output this module cannot
       read) or V(failed) (any other nvidia-smi error, its output in the message).
@@ -245,21 +253,23 @@ import glob
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.eagle3.extraction.plugins.module_utils import nvidia_smi_runner
 from ansible_collections.eagle3.extraction.plugins.module_utils.nvidia_smi import (
     COMPUTE_APP_FIELDS,
     GPU_FIELDS,
-    MISSING_ADVICE,
     NvidiaSmiError,
-    classify_failure,
     parse_compute_apps,
     parse_gpus,
     parse_proc_version,
     parse_summary_versions,
     parse_topology,
-    query_argv,
 )
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import (
+    control_character_errors, number_error, show)
 
 PROC_VERSION = '/proc/driver/nvidia/version'
+# the most seconds one nvidia-smi call may be given
+MAX_COMMAND_TIMEOUT = 600
 
 
 def read_kernel_module():
@@ -275,31 +285,27 @@ def read_kernel_module():
         return None
 
 
-def find_nvidia_smi(module, kernel_module):
-    path = module.params['nvidia_smi_path']
-    if path is None:
-        path = module.get_bin_path('nvidia-smi', opt_dirs=['/usr/bin'])
-        where = 'on PATH or in /usr/bin'
-    else:
-        where = 'at nvidia_smi_path %s' % path
-    if path is None or not (os.path.isfile(path) and os.access(path, os.X_OK)):
-        module_version = ''
-        if kernel_module:
-            module_version = ' The kernel module here is %s.' % kernel_module['version']
-        raise NvidiaSmiError('missing_binary', 'No executable nvidia-smi %s.%s %s'
-                             % (where, module_version, MISSING_ADVICE))
-    return path
+def validate(params):
+    """Messages for bad option values, each naming the option and its value."""
+    errors = control_character_errors(params)
+    error = number_error('command_timeout', params['command_timeout'], 1, MAX_COMMAND_TIMEOUT, 'seconds')
+    if error:
+        errors.append(error)
+    path = params['nvidia_smi_path']
+    if path is not None and not os.path.isabs(path):
+        errors.append('nvidia_smi_path: %s is not an absolute path' % show(path))
+    return errors
 
 
-def run_nvidia_smi(module, argv, kernel_module):
-    rc, out, err = module.run_command(argv)
-    if rc != 0:
-        error = classify_failure(rc, out + err, kernel_module and kernel_module['version'])
+def checked(call, *args):
+    """call(*args) (a NvidiaSmi query or run); a driver that is not loaded gets the device nodes seen here."""
+    try:
+        return call(*args)
+    except NvidiaSmiError as error:
         if error.cause == 'driver_not_loaded':
             nodes = sorted(os.path.basename(node) for node in glob.glob('/dev/nvidia*'))
             error.message += ' Device nodes here: %s.' % (', '.join(nodes) or 'none')
         raise error
-    return out
 
 
 def parsed(parser, text, what):
@@ -310,14 +316,14 @@ def parsed(parser, text, what):
 
 
 def gather(module, kernel_module):
-    nvidia_smi = find_nvidia_smi(module, kernel_module)
-    facts = {'nvidia_smi_path': nvidia_smi, 'kernel_module': kernel_module}
+    version = kernel_module and kernel_module['version']
+    path = nvidia_smi_runner.find(module, module.params['nvidia_smi_path'], version)
+    smi = nvidia_smi_runner.NvidiaSmi(path, timeout=module.params['command_timeout'], kernel_module_version=version)
+    facts = {'nvidia_smi_path': path, 'kernel_module': kernel_module}
 
-    summary = run_nvidia_smi(module, [nvidia_smi], kernel_module)
-    facts.update(parsed(parse_summary_versions, summary, 'nvidia-smi'))
+    facts.update(parsed(parse_summary_versions, checked(smi.output, []), 'nvidia-smi'))
 
-    gpus = parsed(parse_gpus, run_nvidia_smi(module, query_argv(nvidia_smi, 'gpu', GPU_FIELDS), kernel_module),
-                  'nvidia-smi --query-gpu')
+    gpus = parsed(parse_gpus, checked(smi.query, 'gpu', GPU_FIELDS), 'nvidia-smi --query-gpu')
     gpus.sort(key=lambda gpu: gpu['index'])
     for gpu in gpus:
         # the summary already has it, and it is one driver for all GPUs
@@ -325,17 +331,14 @@ def gather(module, kernel_module):
     facts['gpus'] = gpus
     facts['gpu_count'] = len(gpus)
 
-    processes = parsed(parse_compute_apps,
-                       run_nvidia_smi(module, query_argv(nvidia_smi, 'compute-apps', COMPUTE_APP_FIELDS),
-                                      kernel_module),
+    processes = parsed(parse_compute_apps, checked(smi.query, 'compute-apps', COMPUTE_APP_FIELDS),
                        'nvidia-smi --query-compute-apps')
     index_of = dict((gpu['uuid'], gpu['index']) for gpu in gpus)
     for process in processes:
         process['gpu_index'] = index_of.get(process['gpu_uuid'])
     facts['processes'] = processes
 
-    topology = parsed(parse_topology, run_nvidia_smi(module, [nvidia_smi, 'topo', '-m'], kernel_module),
-                      'nvidia-smi topo -m')
+    topology = parsed(parse_topology, checked(smi.output, ['topo', '-m']), 'nvidia-smi topo -m')
     facts['topology'] = topology['pairs']
     facts['interconnect'] = topology['interconnect']
     return facts
@@ -346,9 +349,13 @@ def main():
         argument_spec=dict(
             nvidia_smi_path=dict(type='path'),
             query_gpus=dict(type='bool', default=True),
+            command_timeout=dict(type='float', default=nvidia_smi_runner.DEFAULT_TIMEOUT),
         ),
         supports_check_mode=True,
     )
+    errors = validate(module.params)
+    if errors:
+        module.fail_json(msg='; '.join(errors), cause='invalid_option')
     kernel_module = read_kernel_module()
     try:
         if module.params['query_gpus']:

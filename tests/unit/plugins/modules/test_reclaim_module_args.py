@@ -5,6 +5,7 @@ The modules run in-process (ansible-core's patch_module_args)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,18 @@ def test_broken_driver_fails_a_gpu_wait_with_the_cause(capsys, tmp_path, monkeyp
                                    'nvidia_smi_path': str(standin)}, capsys)
     assert result['failed'] is True
     assert 'nvidia-smi does not work' in result['msg'] and 'NVIDIA driver not loaded' in result['msg']
+
+
+def test_a_hanging_nvidia_smi_fails_a_gpu_wait_in_bounded_time(capsys, tmp_path, monkeypatch):
+    standin = REPO / 'tests' / 'standins' / 'nvidia_smi' / 'nvidia-smi'
+    conf = tmp_path / 'standin.conf'
+    conf.write_text('mode=hang\n')
+    monkeypatch.setenv('NVIDIA_SMI_STANDIN_CONF', str(conf))
+    monkeypatch.setenv('NVIDIA_SMI_STANDIN_STATE', str(tmp_path / 'state.json'))
+    began = time.monotonic()
+    result = run(process_reclaim, {'match': [r'^no-such-process-\d+$'], 'gpu_memory_max_mib': 0,
+                                   'nvidia_smi_path': str(standin), 'command_timeout': 1}, capsys)
+    assert time.monotonic() - began < 15
+    assert result['failed'] is True
+    assert 'did not finish within its timeout of 1.0 seconds' in result['msg'] and str(standin) in result['msg']
+    assert not result.get('killed')
