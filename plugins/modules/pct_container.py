@@ -129,7 +129,8 @@ options:
     elements: str
   shm_size:
     description:
-      - Size of a tmpfs mounted on the container's C(/dev/shm), as tmpfs takes it (V(64G), V(512m), V(50%)).
+      - Size of a tmpfs mounted on the container's C(/dev/shm), as tmpfs takes it (V(64G), V(64T), V(512m), V(50%)):
+        a whole number with an optional C(k), C(m), C(g), C(t) or C(%) suffix.
       - "Written as the raw line C(lxc.mount.entry: tmpfs dev/shm tmpfs rw,nosuid,nodev,size=<size>,create=dir 0 0),
         which replaces any other C(lxc.mount.entry) on C(dev/shm). Left out, such lines are not touched."
       - A running container gets it only when it next starts.
@@ -184,6 +185,11 @@ notes:
   - A raw line written while the container runs is not tracked after this task; if the container was not restarted
     then, a later run does not know it still waits. Use O(allow_restart) or restart the container yourself.
   - The module does not reorder raw lines of the same key; put lines whose order matters (nested mounts) in order yourself.
+  - Every option is checked before pct runs or a file is read - no value may hold a newline or another control
+    character (it would split a config line or an argument), numbers must be in range (O(cores) 1 to 8192,
+    O(memory) 16 to 268435456 MiB, O(swap) 0 to 268435456 MiB, O(rootfs_size) 1 to 131072 GiB, O(timeout) 0 to
+    86400), and O(hostname), O(storage), O(ostemplate) and O(ssh_public_keys) must have their Proxmox format. A bad
+    value fails naming the option and the value.
 requirements:
   - Proxmox VE 8.1 or later for O(devices).
 seealso:
@@ -356,9 +362,12 @@ diff:
 """
 
 import os
+import re
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import (
+    control_character_errors, executable_file_error, fullmatch_error, number_errors, show, vmid_error)
 from ansible_collections.eagle3.extraction.plugins.module_utils.pct import (
     DEFAULT_PCT_TIMEOUT,
     ConfigFile,
@@ -392,14 +401,57 @@ class InputError(ValueError):
     """A bad option value; the message names the option and what is allowed."""
 
 
+# pve-common's formats: a storage id, a DNS name (the hostname), an OpenSSH public key line
+STORAGE_RE = re.compile(r'[A-Za-z][A-Za-z0-9\-_.]*[A-Za-z0-9]')
+HOSTNAME_RE = re.compile(r'(?=.{1,253}\Z)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?'
+                         r'(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*')
+# <storage>:vztmpl/<file> or an absolute path to a template archive
+OSTEMPLATE_RE = re.compile(r'([A-Za-z][A-Za-z0-9\-_.]*[A-Za-z0-9]:[^\s]+|/[^\s]+)')
+SSH_KEY_RE = re.compile(r'(ssh-[a-z0-9]+|ecdsa-sha2-[a-z0-9]+|sk-[a-z0-9@.\-]+) [A-Za-z0-9+/]+=*( [^\s].*)?')
+
+# ranges of the numbers, as pve-container's schema allows them (memory and swap in MiB, sizes in GiB)
+NUMBER_RANGES = {
+    'cores': (1, 8192, 'cores'),
+    'memory': (16, 268435456, 'MiB'),
+    'swap': (0, 268435456, 'MiB'),
+    'rootfs_size': (1, 131072, 'GiB'),
+    'timeout': (0, 86400, 'seconds'),
+    'command_timeout': (1, 3600, 'seconds'),
+}
+
+
+def option_errors(params):
+    """Every message about a bad option value, each naming the option and its value."""
+    errors = control_character_errors(params)
+    error = vmid_error(params['vmid'])
+    if error:
+        errors.append(error)
+    errors.extend(number_errors(params, NUMBER_RANGES))
+    for name, pattern, what in (
+            ('storage', STORAGE_RE, 'a Proxmox storage id (letters, digits, - _ .), e.g. local-lvm'),
+            ('hostname', HOSTNAME_RE, 'a DNS host name, e.g. kimi-extract-1'),
+            ('ostemplate', OSTEMPLATE_RE, 'a template volume (<storage>:vztmpl/<file>) or an absolute path')):
+        error = fullmatch_error(name, params.get(name), pattern, what)
+        if error:
+            errors.append(error)
+    for index, key in enumerate(params.get('ssh_public_keys') or []):
+        error = fullmatch_error('ssh_public_keys[%d]' % index, key.strip(), SSH_KEY_RE,
+                                'one OpenSSH public key line (<type> <base64> [comment])')
+        if error:
+            errors.append(error)
+    error = executable_file_error('pct_path', params['pct_path'])
+    if error:
+        errors.append(error + '; this module runs on a Proxmox VE node')
+    if not os.path.isabs(params['conf_dir']):
+        errors.append('conf_dir: %s is not an absolute path' % show(params['conf_dir']))
+    return errors
+
+
 def wanted_config(params):
     """Check the options and turn them into plan_changes' ``wanted`` dict."""
-    vmid = params['vmid']
-    if not 100 <= vmid <= 999999999:
-        raise InputError('vmid: %d is out of range; Proxmox allows 100 to 999999999' % vmid)
-    for name, minimum in (('cores', 1), ('memory', 16), ('swap', 0), ('timeout', 0), ('rootfs_size', 1)):
-        if params.get(name) is not None and params[name] < minimum:
-            raise InputError('%s: %d is too small; the least allowed is %d' % (name, params[name], minimum))
+    errors = option_errors(params)
+    if errors:
+        raise InputError('; '.join(errors))
     if params.get('rootfs_size') is not None and not params.get('storage'):
         raise InputError('rootfs_size needs storage (the rootfs is created as <storage>:<size>)')
 
@@ -417,7 +469,7 @@ def check_net(net):
     for key, value in net.items():
         match = NET_KEY_RE.match(key)
         if not match or int(match.group(1)) >= MAX_NETWORKS:
-            raise InputError('net: %r is not an interface key; use net0 to net%d' % (key, MAX_NETWORKS - 1))
+            raise InputError('net: %s is not an interface key; use net0 to net%d' % (show(key), MAX_NETWORKS - 1))
         if not isinstance(value, (str, dict)):
             raise InputError('net.%s: give a property string or a dict, not %r' % (key, value))
         try:
@@ -713,11 +765,6 @@ def main():
         wanted = wanted_config(module.params)
     except InputError as exc:
         module.fail_json(msg=str(exc), vmid=module.params['vmid'])
-    pct_path = module.params['pct_path']
-    if not os.access(pct_path, os.X_OK):
-        module.fail_json(msg='pct_path: %s is not an executable; this module runs on a Proxmox VE node' % pct_path,
-                         vmid=module.params['vmid'])
-
     task = ContainerTask(module, wanted)
     try:
         result = task.run()

@@ -27,13 +27,16 @@ author:
 options:
   path:
     description:
-      - The directory to clean up.
+      - The directory to clean up, an absolute path on a C(tmpfs) file system (any other file system is refused:
+        the files there are not shared-memory segments).
     type: str
     default: /dev/shm
   patterns:
     description:
       - Shell globs (C(*), C(?), C([...])) matched, case-sensitively, against each file's name (not its path).
       - A file is a candidate when any of them matches.
+      - Each pattern must start with at least three plain characters (no C(*), C(?), C([)) and hold no C(/), so that
+        it names a kind of segment; V(*), V(*.bin) or V(a*) are refused.
     type: list
     elements: str
     default: ['nccl-*', 'psm_*']
@@ -41,7 +44,7 @@ options:
     description:
       - Leave alone files modified less than this many seconds ago, even if no process holds them yet. A segment
         being set up may be created a moment before the process that created it maps it.
-      - V(0) takes every file that is not held.
+      - V(0) takes every file that is not held. At most 2592000 (30 days).
     type: float
     default: 0
 extends_documentation_fragment:
@@ -163,14 +166,83 @@ msg:
 import errno
 import fnmatch
 import os
+import re
 import stat
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.eagle3.extraction.plugins.module_utils import procfs
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import (
+    control_character_errors, number_error, show)
 
 # errors that mean the process exited while we looked: it holds nothing any more
 GONE = (errno.ENOENT, errno.ESRCH)
+
+# a pattern must start with this many plain characters (no *, ?, [) so that it names a kind of segment
+MIN_LITERAL_PREFIX = 3
+# the oldest min_age a user may ask for, in seconds (30 days)
+MAX_MIN_AGE = 30 * 86400
+_GLOB_CHARS = '*?[\\'
+
+
+def literal_prefix(pattern):
+    """The plain characters a glob starts with, before its first *, ?, [ or backslash."""
+    for index, char in enumerate(pattern):
+        if char in _GLOB_CHARS:
+            return pattern[:index]
+    return pattern
+
+
+def _unescape_mount_field(field):
+    # /proc/self/mounts writes space, tab, newline and backslash as octal escapes (\040 ...)
+    return re.sub(r'\\([0-7]{3})', lambda m: chr(int(m.group(1), 8)), field)
+
+
+def filesystem_type(path, mounts='/proc/self/mounts'):
+    """The type of the file system path lives on (its longest mount point), or None if unknown."""
+    real = os.path.realpath(path)
+    best, best_type = '', None
+    try:
+        with open(mounts) as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        mount_point = _unescape_mount_field(fields[1])
+        inside = real == mount_point or real.startswith(mount_point.rstrip('/') + '/')
+        if inside and len(mount_point) >= len(best):
+            best, best_type = mount_point, fields[2]
+    return best_type
+
+
+def validate(params, mounts='/proc/self/mounts'):
+    """Messages for bad option values, each naming the option and its value; nothing is read but the path's type."""
+    errors = control_character_errors(params)
+    error = number_error('min_age', params['min_age'], 0, MAX_MIN_AGE, 'seconds')
+    if error:
+        errors.append(error)
+    for index, pattern in enumerate(params['patterns']):
+        where = 'patterns[%d]' % index
+        if '/' in pattern:
+            errors.append('%s: %s holds a /; a pattern matches a file name in path, not a path' % (where, show(pattern)))
+        elif len(literal_prefix(pattern)) < MIN_LITERAL_PREFIX:
+            errors.append('%s: %s does not start with at least %d plain characters, so it could match every '
+                          'segment; name the kind of segment (e.g. nccl-*)' % (where, show(pattern), MIN_LITERAL_PREFIX))
+    path = params['path']
+    if not os.path.isabs(path):
+        errors.append('path: %s is not an absolute path' % show(path))
+    elif os.path.exists(path):
+        if not os.path.isdir(path):
+            errors.append('path: %s is not a directory' % show(path))
+        else:
+            fs_type = filesystem_type(path, mounts)
+            if fs_type != 'tmpfs':
+                errors.append('path: %s is on %s, not tmpfs; shm_reclaim only cleans shared-memory directories '
+                              'such as /dev/shm' % (show(path), fs_type or 'an unknown file system'))
+    return errors
 
 
 def file_key(st):
@@ -361,16 +433,15 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    if params['min_age'] < 0:
-        module.fail_json(msg='min_age must be 0 or more seconds, got %s' % params['min_age'])
-    if os.path.exists(params['path']) and not os.path.isdir(params['path']):
-        module.fail_json(msg='path %s is not a directory' % params['path'])
+    errors = validate(params)
+    if errors:
+        module.fail_json(msg='; '.join(errors))
 
     try:
         result = reclaim_shm(params['path'], params['patterns'], params['min_age'], module.check_mode)
     except OSError as exc:
         # the directory itself could not be listed (permissions)
-        module.fail_json(msg='cannot read %s: %s' % (params['path'], exc))
+        module.fail_json(msg='path: cannot read %s: %s' % (show(params['path']), exc))
     errors = result.pop('errors', None)
     if errors:
         module.fail_json(msg='could not remove %d file(s): %s' % (len(errors), '; '.join(errors)), **result)

@@ -202,7 +202,7 @@ def test_missing_directory_is_no_change(tmp_path, capsys):
 
 def test_bad_values_fail(tmp_path, capsys):
     result = run_module({'path': str(tmp_path), 'min_age': -1}, capsys)
-    assert result['failed'] is True and 'min_age must be 0 or more seconds' in result['msg']
+    assert result['failed'] is True and 'min_age: -1.0 is out of range' in result['msg']
     (tmp_path / 'plain').write_bytes(b'')
     result = run_module({'path': str(tmp_path / 'plain')}, capsys)
     assert result['failed'] is True and 'is not a directory' in result['msg']
