@@ -12,7 +12,7 @@ short_description: What the Python interpreter running the module can import, wh
 version_added: 0.1.0
 description:
   - Reads, without importing them, what a Python environment holds. Run it with the environment's own interpreter
-    (C(vars: ansible_python_interpreter: /root/ml-env/bin/python)): every answer is that interpreter's.
+    (set C(ansible_python_interpreter) on the task); every answer is that interpreter's.
   - O(modules) are located with C(importlib.util.find_spec), which does not run a top-level package's
     C(__init__) (a dotted name imports its parent packages, as C(python -m) would). Heavy packages such as sglang,
     whose import may start CUDA, are found without being imported.

@@ -20,7 +20,7 @@ description:
     O(insertions[].after) line, which must occur exactly once in the file; O(state=absent) takes the blocks out
     again, in reverse order.
   - The new text must have the sha256 of the target state and must compile (with the interpreter that runs the
-    module: run it with the package's own interpreter) before anything is written. It is written to a temporary
+    module, so run it with the package's own interpreter) before anything is written. It is written to a temporary
     file next to the target, flushed to disk, then renamed over it, keeping the file's mode.
   - With C(--diff) the whole unified diff is returned, whatever the file's size (ansible's own file modules stop
     at C(max_diff_size), 100 KiB).

@@ -1,0 +1,51 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""How a systemd-run HTTP server looks from its host: the unit's state, /health's answer,
+the tail of its log. Shared by server_health (the wait after a start) and converged_state
+(is a host still as its last successful run left it)."""
+
+from __future__ import annotations
+
+import subprocess
+import urllib.error
+import urllib.request
+
+SYSTEMCTL_TIMEOUT = 30
+HEALTH_TIMEOUT = 5
+
+
+def health(url, timeout=HEALTH_TIMEOUT):
+    """The HTTP status /health answers with, or None when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as answer:
+            return answer.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (OSError, ValueError):
+        return None
+
+
+def unit_properties(unit, properties=('ActiveState', 'SubState', 'NRestarts'), timeout=SYSTEMCTL_TIMEOUT):
+    """{property: value} from ``systemctl show``; empty values where systemctl cannot say."""
+    try:
+        out = subprocess.run(['systemctl', 'show', '--property=' + ','.join(properties), '--', unit],
+                             capture_output=True, text=True, check=False, timeout=timeout).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        out = ''
+    found = dict(line.split('=', 1) for line in out.splitlines() if '=' in line)
+    return dict((name, found.get(name, '')) for name in properties)
+
+
+def log_tail(path, offset=0, count=50, window=256 * 1024):
+    """The last ``count`` lines written at or after byte ``offset`` (a log appended to across
+    starts: only this start's lines), reading at most the last ``window`` bytes."""
+    try:
+        with open(path, 'rb') as log:
+            log.seek(0, 2)
+            size = log.tell()
+            log.seek(max(offset if offset <= size else 0, size - window))
+            lines = log.read().decode('utf-8', 'replace').splitlines()
+    except OSError as exc:
+        return ['(cannot read %s: %s)' % (path, exc)]
+    return lines[-count:]

@@ -1,0 +1,281 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+---
+module: converged_state
+short_description: Record what a successful run left on a host, and tell later whether the host is still that way
+version_added: 0.1.0
+description:
+  - O(mode=record) fingerprints the files a successful run left (O(files) and O(globs) by content, O(names) by the
+    names that match, O(trees) by the names and sizes of their files) and writes the fingerprint, with O(record)
+    (the run's inputs and whatever the next run compares), to the stamp file O(path) (mode 0600, written to a
+    temporary file, flushed, renamed).
+  - O(mode=check) reads the stamp, fingerprints the same things again, reads the unit's C(ActiveState) and the
+    health URL's status, and says whether the host is converged - the stamp exists, every key of O(expect) equals
+    the stamp's, the fingerprint is the same, the unit is active and health answers 200. It changes nothing.
+author:
+  - eagle3.extraction maintainers (@eagle3)
+options:
+  path:
+    description:
+      - The stamp file, an absolute path.
+    type: path
+    required: true
+  mode:
+    description:
+      - V(record) writes the stamp; V(check) compares the host with it.
+    type: str
+    choices: [record, check]
+    default: check
+  unit:
+    description:
+      - The systemd unit that serves (with its suffix). Required with O(mode=record).
+    type: str
+  url:
+    description:
+      - Its health URL. Required with O(mode=record).
+    type: str
+  files:
+    description:
+      - Files watched by content; a file that does not exist counts as absent (and its appearance is a change).
+    type: list
+    elements: path
+    default: []
+  globs:
+    description:
+      - Recursive globs (C(**)) of files watched by content.
+    type: list
+    elements: str
+    default: []
+  names:
+    description:
+      - Globs whose matching names are watched (installed packages, C(*.dist-info)).
+    type: list
+    elements: str
+    default: []
+  trees:
+    description:
+      - Directories whose files are watched by name and size (model weights, too large to read).
+    type: list
+    elements: path
+    default: []
+  record:
+    description:
+      - With O(mode=record), kept in the stamp beside the fingerprint (the run's inputs, what the report shows).
+    type: dict
+    default: {}
+  expect:
+    description:
+      - With O(mode=check), keys whose value in the stamp must be these.
+    type: dict
+    default: {}
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: linux
+'''
+
+EXAMPLES = r'''
+- name: Record what the run left
+  eagle3.extraction.converged_state:
+    path: /var/lib/eagle3-extraction-converged.json
+    mode: record
+    unit: sglang-extraction.service
+    url: http://127.0.0.1:30000/health
+    files: [/etc/systemd/system/sglang-extraction.service]
+    globs: [/root/ml-env/lib/python3*/site-packages/sglang/**/*.py]
+    names: [/root/ml-env/lib/python3*/site-packages/*.dist-info]
+    trees: [/srv/models/demo]
+    record:
+      inputs: "{{ inputs_sha256 }}"
+
+- name: Is the host still as the last successful run left it?
+  eagle3.extraction.converged_state:
+    path: /var/lib/eagle3-extraction-converged.json
+    expect:
+      inputs: "{{ inputs_sha256 }}"
+  register: converged
+'''
+
+RETURN = r'''
+converged:
+  description: With O(mode=check), whether the host is as the stamp says and its server healthy.
+  returned: always
+  type: bool
+differs:
+  description: With O(mode=check), what is not as recorded (stamp, an O(expect) key, files, unit, health).
+  returned: always
+  type: list
+  elements: str
+  sample: [files]
+stamp:
+  description: The stamp read (O(mode=check)) or written (O(mode=record)); null when there is none.
+  returned: always
+  type: dict
+state:
+  description: The fingerprint of the watched things now.
+  returned: when there is something to fingerprint
+  type: str
+active:
+  description: With O(mode=check), the unit's C(ActiveState).
+  returned: when a stamp was read
+  type: str
+health:
+  description: With O(mode=check), the HTTP status of the health URL, null when nothing answered.
+  returned: when a stamp was read
+  type: int
+'''
+
+import glob
+import hashlib
+import json
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import health, unit_properties
+
+
+def digest(path):
+    sha = hashlib.sha256()
+    try:
+        with open(path, 'rb') as handle:
+            for block in iter(lambda: handle.read(1 << 20), b''):
+                sha.update(block)
+    except OSError:
+        return None
+    return sha.hexdigest()
+
+
+def tree(directory):
+    found = []
+    for root, dummy, files in os.walk(directory):
+        for name in files:
+            path = os.path.join(root, name)
+            try:
+                found.append([os.path.relpath(path, directory), os.path.getsize(path)])
+            except OSError:
+                continue
+    return sorted(found)
+
+
+def fingerprint(watch):
+    """sha256 of everything ``watch`` names, as it is now."""
+    seen = {
+        'files': dict((path, digest(path)) for path in watch['files']),
+        'globs': dict((pattern, dict((path, digest(path)) for path in sorted(glob.glob(pattern, recursive=True))))
+                      for pattern in watch['globs']),
+        'names': dict((pattern, sorted(os.path.basename(path) for path in glob.glob(pattern)))
+                      for pattern in watch['names']),
+        'trees': dict((directory, tree(directory)) for directory in watch['trees']),
+    }
+    return hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()
+
+
+def read_stamp(path):
+    """The stamp, or None when it is missing or unreadable (the host then runs every role)."""
+    try:
+        with open(path) as handle:
+            stamp = json.load(handle)
+        if not isinstance(stamp, dict) or not isinstance(stamp.get('watch'), dict):
+            return None
+        watch = stamp['watch']
+        for key in ('files', 'globs', 'names', 'trees'):
+            if not isinstance(watch.get(key), list):
+                return None
+        return stamp
+    except (OSError, ValueError):
+        return None
+
+
+def write_atomically(path, text):
+    directory = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(prefix='.%s.' % os.path.basename(path), dir=directory)
+    try:
+        with os.fdopen(fd, 'w') as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o600)
+        os.rename(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def check(module, params):
+    stamp = read_stamp(params['path'])
+    if stamp is None:
+        module.exit_json(changed=False, converged=False, differs=['stamp'], stamp=None)
+    differs = [key for key, value in sorted(params['expect'].items()) if stamp.get(key) != value]
+    state = fingerprint(stamp['watch'])
+    if state != stamp.get('state'):
+        differs.append('files')
+    active = unit_properties(stamp['watch'].get('unit', ''), ('ActiveState',))['ActiveState']
+    if active != 'active':
+        differs.append('unit')
+    code = health(stamp['watch'].get('url', '')) if not differs else None
+    if not differs and code != 200:
+        differs.append('health')
+    module.exit_json(changed=False, converged=not differs, differs=differs, stamp=stamp, state=state,
+                     active=active, health=code)
+
+
+def record(module, params):
+    for name in ('unit', 'url'):
+        if not params[name]:
+            module.fail_json(msg='mode=record needs %s' % name)
+    watch = dict(unit=params['unit'], url=params['url'], files=params['files'], globs=params['globs'],
+                 names=params['names'], trees=params['trees'])
+    stamp = dict(params['record'], watch=watch, state=fingerprint(watch))
+    text = json.dumps(stamp, sort_keys=True)
+    old = read_stamp(params['path'])
+    changed = old is None or json.dumps(old, sort_keys=True) != text
+    if changed and not module.check_mode:
+        try:
+            write_atomically(params['path'], text)
+        except OSError as exc:
+            module.fail_json(msg='cannot write the stamp %s: %s' % (params['path'], exc))
+    module.exit_json(changed=changed, converged=True, differs=[], stamp=stamp, state=stamp['state'])
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type='path', required=True),
+            mode=dict(type='str', choices=['record', 'check'], default='check'),
+            unit=dict(type='str'),
+            url=dict(type='str'),
+            files=dict(type='list', elements='path', default=[]),
+            globs=dict(type='list', elements='str', default=[]),
+            names=dict(type='list', elements='str', default=[]),
+            trees=dict(type='list', elements='path', default=[]),
+            record=dict(type='dict', default={}),
+            expect=dict(type='dict', default={}),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    if not os.path.isabs(params['path']):
+        module.fail_json(msg='path=%r is not an absolute path' % params['path'])
+    for key in ('watch', 'state'):
+        if key in params['record']:
+            module.fail_json(msg='record: %r is the fingerprint\'s own key' % key)
+    if params['mode'] == 'record':
+        record(module, params)
+    check(module, params)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,48 @@
+"""server_probe against a real HTTP server and a real log file."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+
+import pytest
+from ansible_collections.eagle3.extraction.plugins.module_utils import server_probe
+
+
+@pytest.fixture
+def http_server():
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == '/health' else 503)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(('127.0.0.1', 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield 'http://127.0.0.1:%d' % server.server_address[1]
+    server.shutdown()
+
+
+def test_health_reports_the_status_or_none(http_server):
+    assert server_probe.health(http_server + '/health') == 200
+    assert server_probe.health(http_server + '/starting') == 503
+    assert server_probe.health('http://127.0.0.1:9/health', timeout=1) is None
+    assert server_probe.health('not a url') is None
+
+
+def test_log_tail_reads_from_the_offset(tmp_path):
+    log = tmp_path / 'log'
+    log.write_text('a\nb\nc\n')
+    assert server_probe.log_tail(str(log), 2) == ['b', 'c']
+    assert server_probe.log_tail(str(log), 999) == ['a', 'b', 'c']  # the file shrank: all of it
+    assert server_probe.log_tail(str(log), 0, count=1) == ['c']
+    assert server_probe.log_tail(str(tmp_path / 'none'))[0].startswith('(cannot read')
+
+
+def test_unit_properties_of_an_unknown_unit_are_empty_or_inactive():
+    props = server_probe.unit_properties('eagle3-no-such-unit.service')
+    assert set(props) == {'ActiveState', 'SubState', 'NRestarts'}
+    assert props['ActiveState'] in ('', 'inactive')

@@ -1,0 +1,139 @@
+"""converged_state: the fingerprint extract.yml keeps after a successful run changes exactly
+when something it watches changes; a missing or broken stamp, a changed input, a stopped
+unit or an unhealthy server is never taken for converged. The module runs in-process;
+systemctl and /health are faked (conftest-free: monkeypatch on the module's names)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.eagle3.extraction.plugins.modules import converged_state
+
+
+def run(args, capsys, check_mode=False):
+    with patch_module_args(dict(args, _ansible_check_mode=check_mode)):
+        with pytest.raises(SystemExit):
+            converged_state.main()
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture
+def server(monkeypatch):
+    """The unit's ActiveState and /health's status, as the test sets them."""
+    now = {'active': 'active', 'health': 200}
+    monkeypatch.setattr(converged_state, 'unit_properties', lambda unit, props: {'ActiveState': now['active']})
+    monkeypatch.setattr(converged_state, 'health', lambda url: now['health'])
+    return now
+
+
+def make_site(root):
+    (root / 'unit.service').write_text('[Service]\nExecStart=/bin/true\n')
+    pkg = root / 'venv' / 'lib' / 'python3.11' / 'site-packages'
+    (pkg / 'sglang' / 'srt' / 'models').mkdir(parents=True)
+    (pkg / 'sglang' / 'srt' / 'models' / 'deepseek_v2.py').write_text('# patched\n')
+    (pkg / 'sglang-0.5.23.dist-info').mkdir()
+    (root / 'model').mkdir()
+    (root / 'model' / 'model-00001-of-00001.safetensors').write_bytes(b'\0' * 64)
+    return pkg
+
+
+def record(root, capsys, **extra):
+    stamp = root / 'stamp.json'
+    result = run(dict(path=str(stamp), mode='record', unit='x.service', url='http://127.0.0.1:9/health',
+                      files=[str(root / 'unit.service'), str(root / 'absent.env')],
+                      globs=['%s/venv/lib/python3*/site-packages/sglang/**/*.py' % root],
+                      names=['%s/venv/lib/python3*/site-packages/*.dist-info' % root],
+                      trees=[str(root / 'model')], record={'inputs': 'abc', 'gpus': '2 x H200'}, **extra),
+                 capsys)
+    return stamp, result
+
+
+def check(stamp, capsys, expect=None):
+    return run(dict(path=str(stamp), expect=expect or {'inputs': 'abc'}), capsys)
+
+
+def test_record_writes_a_root_only_stamp_once(tmp_path, capsys, server):
+    make_site(tmp_path)
+    stamp, first = record(tmp_path, capsys)
+    assert first['changed'] and stat.S_IMODE(os.stat(stamp).st_mode) == 0o600
+    assert json.loads(stamp.read_text())['gpus'] == '2 x H200'
+    assert not record(tmp_path, capsys)[1]['changed']
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith('.stamp')) == []
+
+
+def test_record_in_check_mode_writes_nothing(tmp_path, capsys, server):
+    make_site(tmp_path)
+    result = run(dict(path=str(tmp_path / 'stamp.json'), mode='record', unit='x.service',
+                      url='http://127.0.0.1:9/health'), capsys, check_mode=True)
+    assert result['changed'] and not (tmp_path / 'stamp.json').exists()
+
+
+def test_unchanged_healthy_site_is_converged(tmp_path, capsys, server):
+    make_site(tmp_path)
+    stamp, recorded = record(tmp_path, capsys)
+    now = check(stamp, capsys)
+    assert now['converged'] and now['differs'] == [] and now['state'] == recorded['state']
+    assert now['stamp']['gpus'] == '2 x H200'
+
+
+@pytest.mark.parametrize('active, code, says', [('inactive', 200, 'unit'), ('active', 503, 'health'),
+                                                 ('active', None, 'health')])
+def test_a_stopped_or_unhealthy_server_is_not_converged(tmp_path, capsys, server, active, code, says):
+    make_site(tmp_path)
+    stamp, dummy = record(tmp_path, capsys)
+    server.update(active=active, health=code)
+    now = check(stamp, capsys)
+    assert not now['converged'] and now['differs'] == [says]
+
+
+def test_other_inputs_are_not_converged(tmp_path, capsys, server):
+    make_site(tmp_path)
+    stamp, dummy = record(tmp_path, capsys)
+    now = check(stamp, capsys, expect={'inputs': 'abd', 'gpus': '2 x H200'})
+    assert not now['converged'] and now['differs'] == ['inputs']
+
+
+def test_each_watched_change_changes_the_fingerprint(tmp_path, capsys, server):
+    pkg = make_site(tmp_path)
+    stamp, recorded = record(tmp_path, capsys)
+    changes = [
+        (tmp_path / 'unit.service', '[Service]\nExecStart=/bin/false\n'),        # a hand edit
+        (tmp_path / 'absent.env', 'SGLANG_API_KEY=x\n'),                           # a new key file
+        (pkg / 'sglang' / 'srt' / 'models' / 'deepseek_v2.py', '# reverted\n'),   # the patch undone
+        (pkg / 'torch-2.9.0.dist-info', None),                                      # one more package
+        (tmp_path / 'model' / 'model-00001-of-00001.safetensors', 'short'),        # a truncated shard
+    ]
+    seen = {recorded['state']}
+    for path_changed, text in changes:
+        if text is None:
+            path_changed.mkdir()
+        else:
+            path_changed.write_text(text)
+        now = check(stamp, capsys)
+        assert not now['converged'] and 'files' in now['differs']
+        assert now['state'] not in seen
+        seen.add(now['state'])
+
+
+@pytest.mark.parametrize('text', [None, '{"inputs": ', '[]', '{"watch": {"files": "x"}}'])
+def test_missing_or_broken_stamp_is_not_converged(tmp_path, capsys, server, text):
+    path = tmp_path / 'stamp.json'
+    if text is not None:
+        path.write_text(text)
+    now = check(path, capsys)
+    assert now['converged'] is False and now['stamp'] is None and now['differs'] == ['stamp']
+
+
+@pytest.mark.parametrize('args, says', [
+    ({'path': 'relative.json'}, 'absolute'),
+    ({'path': '/tmp/x.json', 'mode': 'record', 'url': 'http://x/health'}, 'needs unit'),
+    ({'path': '/tmp/x.json', 'mode': 'record', 'unit': 'x.service', 'url': 'http://x/health',
+      'record': {'state': 'forged'}}, "'state'"),
+])
+def test_bad_options_are_refused(args, says, capsys):
+    result = run(args, capsys)
+    assert result['failed'] and says in result['msg']
