@@ -1,7 +1,9 @@
 """python -m sglang_standin.launch_server: what `python -m sglang.launch_server` looks like
 from outside, without a GPU.
 
-It takes SGLang's flags (unknown ones are accepted and ignored), answers 503 on /health
+It takes SGLang's flags (unknown ones are accepted and ignored), from the command line or,
+as SGLang does, from a YAML file given with --config (its keys become --key value before
+the other arguments: the command line wins), answers 503 on /health
 while "loading" and 200 once ready, logs "The server is fired up and ready to roll!",
 and forks one child per tp rank titled sglang::scheduler_TP<n> (plus sglang::detokenizer)
 that registers GPU memory with the stand-in nvidia-smi. Titles are set the way
@@ -50,7 +52,42 @@ def set_title(title):
         mem.write(data + b'\0' * (size - len(data)))
 
 
+def config_args(path):
+    """The --config file as SGLang's ConfigArgumentMerger turns it into arguments."""
+    if not path.endswith(('.yaml', '.yml')):
+        raise SystemExit('ValueError: Config file must be YAML format, got: %s' % os.path.splitext(path)[1])
+    with open(path) as f:
+        text = f.read()
+    try:
+        import yaml  # pylint: disable=import-outside-toplevel
+        config = yaml.safe_load(text)
+    except ImportError:  # the role writes JSON, which is YAML too
+        config = json.loads(text)
+    args = []
+    for key, value in (config or {}).items():
+        if value is True:
+            args.append('--' + key)
+        elif value is False:
+            continue
+        elif isinstance(value, list):
+            if value:
+                args += ['--' + key] + [str(item) for item in value]
+        elif isinstance(value, dict):
+            args += ['--' + key, json.dumps(value)]
+        else:
+            args += ['--' + key, str(value)]
+    return args
+
+
+def merge_config(argv):
+    if '--config' not in argv:
+        return argv
+    at = argv.index('--config')
+    return config_args(argv[at + 1]) + argv[:at] + argv[at + 2:]
+
+
 def parse_args(argv):
+    argv = merge_config(list(argv))
     parser = argparse.ArgumentParser(prog='sglang_standin.launch_server')
     parser.add_argument('--model-path', required=True)
     parser.add_argument('--host', default='127.0.0.1')
