@@ -35,6 +35,17 @@ class ForwardMode(enum.IntEnum):
     SPLIT_PREFILL = enum.auto()
     DLLM_EXTEND = enum.auto()
 
+    # the predicates sglang's own code (mm_utils, the wrappers) asks
+    def is_decode(self):
+        return self == ForwardMode.DECODE
+
+    def is_target_verify(self):
+        return self == ForwardMode.TARGET_VERIFY
+
+    def is_extend(self):
+        return self in (ForwardMode.EXTEND, ForwardMode.MIXED, ForwardMode.TARGET_VERIFY,
+                        ForwardMode.SPLIT_PREFILL, ForwardMode.DLLM_EXTEND)
+
 
 HIDDEN = 16
 NUM_AUX = 3
@@ -70,6 +81,9 @@ def make_batch(rids, seq_lens, prefix_lens=None, full_lens=None, mode=ForwardMod
         extend_seq_lens_cpu=list(seq_lens),
         extend_prefix_lens_cpu=list(prefix_lens),
         orig_seq_lens=torch.tensor(full_lens, dtype=torch.int32),
+        input_embeds=None,
+        mm_inputs=None,
+        contains_mm_inputs=lambda: False,
     )
     return batch, input_ids, hidden, aux
 

@@ -8,42 +8,20 @@ stand-ins. This proves the hook sits where the names it uses exist.
 
 from __future__ import annotations
 
-import __future__
-import ast
-import contextlib
 import os
-import types
 
 import pytest
-import torch
 
 import sglang_source
 from batches import assert_dump, capture, make_batch, slices
+from sglang_methods import PatchedDeepseek as Model
+from sglang_methods import compile_methods
 
 VERSIONS = ["0.5.14", "0.5.23"]
 
 
 def _real_methods(source, names):
-    """Compile methods of DeepseekV2ForCausalLM out of the module source."""
-    tree = ast.parse(source)
-    cls = next(n for n in tree.body
-               if isinstance(n, ast.ClassDef) and n.name == "DeepseekV2ForCausalLM")
-    found = {}
-    for node in cls.body:
-        if isinstance(node, ast.FunctionDef) and node.name in names:
-            module = ast.Module(body=[node], type_ignores=[])
-            code = compile(module, "deepseek_v2.py", "exec",
-                           flags=__future__.annotations.compiler_flag, dont_inherit=True)
-            scope = {
-                "torch": torch,
-                # forward() enters get_attn_tp_context().maybe_input_scattered(fb)
-                "get_attn_tp_context": lambda: types.SimpleNamespace(
-                    maybe_input_scattered=lambda fb: contextlib.nullcontext()),
-            }
-            exec(code, scope)
-            found[node.name] = scope[node.name]
-    assert set(found) == set(names), f"not in this sglang: {set(names) - set(found)}"
-    return found
+    return compile_methods(source, "DeepseekV2ForCausalLM", names)
 
 
 @pytest.fixture(scope="module", params=VERSIONS)
@@ -54,39 +32,6 @@ def patched_source(request):
     spec = sglang_source.spec(request.param)
     assert sglang_source.sha256(pristine) == spec["pristine_sha256"]
     return sglang_source.apply(pristine, spec)
-
-
-class Model:
-    """`self` for the real methods: the model returns (hidden, aux) as
-    DeepseekV2Model.forward does with capture on; the logits processor records."""
-
-    def __init__(self, methods, outputs):
-        self._methods = methods
-        self.config = types.SimpleNamespace(num_hidden_layers=61)
-        self.pp_group = types.SimpleNamespace(is_last_rank=True)
-        self.capture_aux_hidden_states = False
-        self.lm_head = object()
-        self._outputs = outputs
-        self.model = _CallableModel(self._model)  # DeepseekV2Model: self.model(...)
-        self.model_calls = []
-        self.logits_calls = []
-        # 0.5.14's forward looks at its prefill context-parallel switches first
-        self.dsa_enable_prefill_cp = False
-        self.mla_enable_prefill_cp = False
-
-    def set_eagle3_layers_to_capture(self, layer_ids=None):
-        return self._methods["set_eagle3_layers_to_capture"](self, layer_ids)
-
-    def forward(self, *args):
-        return self._methods["forward"](self, *args)
-
-    def _model(self, *args):
-        self.model_calls.append(args)
-        return self._outputs if self.capture_aux_hidden_states else self._outputs[0]
-
-    def logits_processor(self, input_ids, hidden, lm_head, forward_batch, aux):
-        self.logits_calls.append((hidden, aux))
-        return "logits"
 
 
 def test_patched_forward_dumps_what_the_model_returned(patched_source, tmp_path):
@@ -120,12 +65,3 @@ def test_patched_forward_without_capture_is_unchanged(patched_source):
     assert model.forward(ids, batch.positions, batch) == "logits"
     (seen_hidden, seen_aux), = model.logits_calls
     assert seen_hidden is hidden and seen_aux is None
-
-
-class _CallableModel:
-    def __init__(self, fn):
-        self._fn = fn
-        self.layers_to_capture = []
-
-    def __call__(self, *args):
-        return self._fn(*args)

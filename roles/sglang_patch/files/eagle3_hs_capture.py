@@ -15,23 +15,41 @@ set, on TP rank 0 of the last pipeline stage:
 * sglang's own ``set_eagle3_layers_to_capture`` turns the aux capture on
   (``SGLANG_HS_LAYER_IDS``, default SpecForge's Kimi-K2 / DeepSeek-V3 ids ``1,29,57``;
   sglang adds 1 to every id when the first id is 1, and the files record both);
+* settings under which rank 0 does not hold every row of a batch (DP attention,
+  attention-TP scattered input, prefill context parallel) are refused at start:
+  gathering the rows would need a collective that the other ranks never join;
 * only ``forward_mode == ForwardMode.EXTEND`` passes are captured (decode, MIXED,
   TARGET_VERIFY and the other ``is_extend()`` modes are left alone);
-* health checks (rid ``HEALTH_CHECK_*``) and requests without a client-supplied rid
-  (sglang's own uuid4 hex rids: the start-up warm-up) are never dumped;
-* the flat batch is split into requests with ``rids`` / ``extend_seq_lens_cpu`` /
-  ``extend_prefix_lens_cpu``; chunks of a prompt prefilled over several passes are
-  stitched by rid and prefix length, and a request is complete when its prefix plus
-  its chunk reach ``orig_seq_lens`` (the prompt's length);
-* the tensors go device-to-host into pinned memory on a side stream, a dispatcher
-  thread splits and stitches, writer threads ``torch.save`` one file per request as
-  ``<rid>.pt.<tag>.tmp`` and rename it to ``<rid>.pt``; at most
-  ``SGLANG_HS_MAX_PENDING`` batches are in flight, beyond that the forward blocks
-  (backpressure: nothing is dropped);
-* a failed write (ENOSPC, a read-only or vanished dir) is logged at ERROR, written
-  to ``CAPTURE_ERROR.txt`` in the dump dir (space for it is reserved at start), and
-  the next captured pass raises :class:`HiddenStateCaptureError`: a capture server
-  that cannot write must not go on answering as if it could.
+* the token ids come from the ``input_ids`` argument, or from the batch when a
+  wrapper passes ``input_ids=None`` (Kimi-K2.5's vision wrapper always does);
+* the rid rule: health checks (rid ``HEALTH_CHECK_*``), requests whose rid is 32
+  lowercase hex characters (sglang's own ``uuid4().hex``, given to every request
+  without a client rid, the start-up warm-up included) and, with
+  ``SGLANG_HS_DUMP_RID_PREFIX``, rids without that prefix are never dumped;
+* every request that is not dumped is counted by reason in ``CAPTURE_STATS.json``
+  (see :data:`SKIP_REASONS`) and each reason is logged the first time it is seen;
+* the whole batch goes device-to-host into one of ``SGLANG_HS_MAX_PENDING`` reusable
+  staging buffers (pinned memory, allocated at start) on a side stream; a dispatcher
+  thread splits it into requests and stitches the chunks of prompts prefilled over
+  several passes by rid and prefix length; writer threads ``torch.save`` one file per
+  request as ``<rid>.pt.<pid>.<tag>.tmp`` and link it to ``<rid>.pt``. When every
+  buffer is busy the forward waits (backpressure: nothing is dropped);
+* a rid's first complete file is never replaced: a later capture of the same rid
+  (a retracted request prefilled again) is counted as ``duplicate``;
+* a prompt that starts again at token 0 (an aborted request sent again) replaces its
+  stale chunks; chunks left longer than ``SGLANG_HS_PARTIAL_TIMEOUT_S`` or beyond
+  ``SGLANG_HS_MAX_PARTIAL_GIB`` are dropped and counted as ``incomplete``;
+* a full dump dir (ENOSPC) pauses the writers, which retry with backoff while the
+  bounded queue holds the forward; a dump dir that is read-only or gone is logged at
+  ERROR, written to ``CAPTURE_ERROR.txt`` (space for it is reserved at start), and
+  the next captured pass raises :class:`HiddenStateCaptureError`;
+* SIGTERM (systemd's stop) writes what the capture holds, within
+  ``SGLANG_HS_STOP_TIMEOUT_S``, then ends the process as it would have ended; at
+  start, ``*.tmp`` files of processes that are gone are removed (a complete file
+  never is).
+
+A file named ``<rid>.pt`` in the dump dir is the only acknowledgement a client may
+trust: an HTTP 200 says the forward ran, not that its hidden states were written.
 
 File format (``torch.load(path, weights_only=True)``, SpecForge's keys):
 ``input_ids[T]``, ``hidden_state[1,T,H]`` (after the final norm),
@@ -45,10 +63,14 @@ capture is actually set up.
 from __future__ import annotations
 
 import atexit
+import errno
+import json
 import logging
+import math
 import os
 import queue
 import re
+import signal
 import threading
 import time
 import urllib.parse
@@ -63,21 +85,57 @@ ENV_WRITER_THREADS = "SGLANG_HS_WRITER_THREADS"
 ENV_MAX_PENDING = "SGLANG_HS_MAX_PENDING"
 ENV_RID_PREFIX = "SGLANG_HS_DUMP_RID_PREFIX"
 ENV_CRC32 = "SGLANG_HS_CRC32"
+ENV_PARTIAL_TIMEOUT = "SGLANG_HS_PARTIAL_TIMEOUT_S"
+ENV_MAX_PARTIAL_GIB = "SGLANG_HS_MAX_PARTIAL_GIB"
+ENV_STOP_TIMEOUT = "SGLANG_HS_STOP_TIMEOUT_S"
+ENV_STAGING_TOKENS = "SGLANG_HS_STAGING_TOKENS"
 
 # SpecForge's draft config for Kimi-K2 / DeepSeek-V3 (61 layers); sglang captures
 # them at [2, 30, 58] (its +1 quirk when the first id is 1).
 DEFAULT_LAYER_IDS = (1, 29, 57)
 DEFAULT_WRITER_THREADS = 4
+DEFAULT_PARTIAL_TIMEOUT_S = 600.0
+DEFAULT_MAX_PARTIAL_GIB = 32.0
+# systemd's TimeoutStopSec for the unit is 120 s by default: leave it room.
+DEFAULT_STOP_TIMEOUT_S = 60.0
+# sglang's default chunked-prefill size on an H200: the rows of one pass.
+DEFAULT_STAGING_TOKENS = 8192
 FORMAT_VERSION = 1
 FILE_SUFFIX = ".pt"
 ERROR_FILE = "CAPTURE_ERROR.txt"
+STATS_FILE = "CAPTURE_STATS.json"
 _ERROR_RESERVE = ".capture-error.reserve"
 _ERROR_RESERVE_BYTES = 64 * 1024
+_STATS_RESERVE_BYTES = 16 * 1024
 HEALTH_CHECK_RID_PREFIX = "HEALTH_CHECK"
 # sglang gives a request without a client rid uuid.uuid4().hex (io_struct.py):
 # the start-up warm-up is one of those.
 _AUTO_RID = re.compile(r"[0-9a-f]{32}")
+# <file>.pt.<pid>.<tag>.tmp (this version) or <file>.pt.<tag>.tmp (earlier ones)
+_TMP_NAME = re.compile(r".+\.pt\.(?:(?P<pid>[0-9]+)\.)?[0-9a-f]{8}\.tmp")
+# the start-up probe, and the stats file's reserved next version
+_OTHER_TMP_NAME = re.compile(r"\.(?:capture-probe|CAPTURE_STATS\.json)\.(?P<pid>[0-9]+)\.(?:tmp|next)")
+_STATS_INTERVAL_S = 1.0
+_SPACE_LOG_INTERVAL_S = 60.0
+_SPACE_BACKOFF_MAX_S = 2.0
+_STAGING_ALIGN = 64
 
+# Why a request was not dumped; the keys of CAPTURE_STATS.json's "skipped".
+SKIP_REASONS = {
+    "health_check": "a health check (rid HEALTH_CHECK_*): never dumped",
+    "warmup": "sglang's start-up warm-up (a rid-less request before any other): never dumped",
+    "rid_rule": (
+        "a rid of 32 lowercase hex characters, which is what sglang gives a request "
+        "without a client rid: never dumped; send every request with a rid of another form"
+    ),
+    "refused": f"a rid without the {ENV_RID_PREFIX} prefix: not dumped",
+    "incomplete": (
+        "a prompt whose chunks did not all arrive (aborted, started past token 0, left "
+        "too long, or cut by a stop): not dumped; send it again"
+    ),
+    "duplicate": "a rid whose file already exists: the first file is kept, this capture dropped",
+    "write_failed": "its file could not be written: see " + ERROR_FILE,
+}
 
 _INSTANCE = None  # the process's capture, once install() made one
 
@@ -86,17 +144,32 @@ class HiddenStateCaptureError(RuntimeError):
     """The capture cannot go on (unwritable dump dir, failed write, bad settings)."""
 
 
-def _env_int(environ, name, default, minimum=1):
+# -- settings ------------------------------------------------------------------------
+
+
+def _env_int(environ, name, default, minimum=1, maximum=1 << 20):
+    raw = environ.get(name, "")
+    if raw == "":
+        return default
+    value = int(raw) if re.fullmatch(r"[0-9]{1,9}", raw.strip()) else None
+    if value is None or not minimum <= value <= maximum:
+        raise HiddenStateCaptureError(
+            f"{name}={raw!r}: expected an integer from {minimum} to {maximum}"
+        )
+    return value
+
+
+def _env_float(environ, name, default, minimum, maximum):
     raw = environ.get(name, "")
     if raw == "":
         return default
     try:
-        value = int(raw)
+        value = float(raw)
     except ValueError:
-        value = None
-    if value is None or value < minimum:
+        value = math.nan
+    if not (math.isfinite(value) and minimum <= value <= maximum):
         raise HiddenStateCaptureError(
-            f"{name}={raw!r}: expected an integer >= {minimum}"
+            f"{name}={raw!r}: expected a number from {minimum:g} to {maximum:g}"
         )
     return value
 
@@ -105,25 +178,34 @@ def parse_layer_ids(raw):
     """``"1,29,57"`` -> ``(1, 29, 57)``; raises naming the variable on bad input."""
     if raw is None or raw.strip() == "":
         return DEFAULT_LAYER_IDS
-    try:
-        ids = tuple(int(part) for part in raw.split(","))
-    except ValueError:
-        ids = ()
-    if not ids or any(i < 0 for i in ids):
+    if not re.fullmatch(r"[0-9]{1,4}(,[0-9]{1,4})*", raw.strip()):
         raise HiddenStateCaptureError(
             f"{ENV_LAYER_IDS}={raw!r}: expected comma-separated layer ids >= 0, "
             "e.g. '1,29,57'"
         )
-    return ids
+    return tuple(int(part) for part in raw.strip().split(","))
+
+
+def skip_reason(rid, prefix=""):
+    """Why a request is not dumped (a key of :data:`SKIP_REASONS`), or ``None``.
+
+    ``warmup`` and ``rid_rule`` both mean "sglang's own rid"; the capture tells
+    them apart by when they come (see :meth:`HiddenStateCapture.on_forward`).
+    """
+    if not isinstance(rid, str) or not rid:
+        return "rid_rule"
+    if rid.startswith(HEALTH_CHECK_RID_PREFIX):
+        return "health_check"
+    if _AUTO_RID.fullmatch(rid):
+        return "rid_rule"
+    if not rid.startswith(prefix):
+        return "refused"
+    return None
 
 
 def wanted_rid(rid, prefix=""):
-    """Whether a request is dumped: not a health check, not sglang's own uuid rid."""
-    if not isinstance(rid, str) or not rid:
-        return False
-    if rid.startswith(HEALTH_CHECK_RID_PREFIX) or _AUTO_RID.fullmatch(rid):
-        return False
-    return rid.startswith(prefix)
+    """Whether a request is dumped: the rid rule of :func:`skip_reason`."""
+    return skip_reason(rid, prefix) is None
 
 
 def file_name_for(rid):
@@ -150,21 +232,98 @@ def _sglang_version():
         return "unknown"
 
 
-def install(model, tp_rank=None, environ=None):
+# The settings under which TP rank 0 does not see every row of a pass, by version.
+_PARALLEL_SETTINGS_0_5_14 = (  # global server args
+    "enable_attn_tp_input_scattered", "enable_prefill_cp", "enable_prefill_context_parallel",
+    "enable_dsa_prefill_context_parallel", "attn_cp_size", "enable_dp_attention",
+)
+_PARALLEL_SETTINGS_0_5_23 = (  # runtime_context.get_parallel()
+    "enable_attn_tp_input_scattered", "enable_prefill_cp", "attn_cp_size", "attn_dp_size",
+)
+
+
+def _setting(source, name):
+    # 0.5.23's ParallelContext raises RuntimeError/ValueError for fields not set
+    try:
+        return getattr(source, name)
+    except Exception:  # pylint: disable=broad-except
+        return None
+
+
+def _sglang_server_args():
+    """(server args, parallel context) of the running sglang; (None, None) outside it."""
+    try:
+        from sglang.srt.server_args import get_global_server_args
+    except ImportError:  # not inside sglang (tests)
+        return None, None
+    try:
+        return get_global_server_args(), None  # 0.5.14
+    except RuntimeError:  # 0.5.23 retired it for the runtime context
+        from sglang.srt.runtime_context import get_parallel, get_server_args
+
+        return get_server_args(), get_parallel()
+
+
+def _sglang_parallel_settings():
+    """``{setting: value}`` of the settings that are on and split a pass's rows."""
+    args, parallel = _sglang_server_args()
+    if args is None and parallel is None:
+        return {}
+    source, names = (args, _PARALLEL_SETTINGS_0_5_14) if parallel is None \
+        else (parallel, _PARALLEL_SETTINGS_0_5_23)
+    found = {}
+    for name in names:
+        value = _setting(source, name)
+        if name.endswith("_size"):
+            if isinstance(value, int) and value > 1:
+                found[name] = value
+        elif value is True:
+            found[name] = True
+    return found
+
+
+def _sglang_chunked_prefill_size():
+    """sglang's chunked-prefill size (rows of one pass), or None when unknown."""
+    args, _ = _sglang_server_args()
+    size = _setting(args, "chunked_prefill_size") if args is not None else None
+    return size if isinstance(size, int) and size > 0 else None
+
+
+def refuse_unsupported_parallelism(settings):
+    """Raise, naming the settings, when rank 0 would not see whole batches."""
+    if settings:
+        named = ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))
+        raise HiddenStateCaptureError(
+            f"hidden-state capture: {named}: with attention DP, attention-TP scattered "
+            "input or prefill context parallel, TP rank 0 holds only its share of a "
+            "batch's rows, and gathering them would run a collective on one rank and "
+            "hang the server. Turn these off for an extraction server."
+        )
+
+
+def install(model, tp_rank=None, environ=None, parallel=None):
     """Set up the capture for ``model`` (a ``DeepseekV2ForCausalLM``).
 
     Returns a :class:`HiddenStateCapture`, or ``None`` when ``SGLANG_HS_DUMP_DIR``
     is unset, on TP ranks other than 0, and on pipeline stages other than the last.
     Raises :class:`HiddenStateCaptureError` on bad settings or an unwritable dir, so
     that the server fails at start rather than serving without dumping.
+    ``parallel``: the settings of :func:`_sglang_parallel_settings` (tests).
     """
     environ = os.environ if environ is None else environ
     dump_dir = environ.get(ENV_DUMP_DIR, "")
     if not dump_dir:
         return None
     layer_ids = parse_layer_ids(environ.get(ENV_LAYER_IDS))
-    writer_threads = _env_int(environ, ENV_WRITER_THREADS, DEFAULT_WRITER_THREADS)
-    max_pending = _env_int(environ, ENV_MAX_PENDING, writer_threads)
+    writer_threads = _env_int(environ, ENV_WRITER_THREADS, DEFAULT_WRITER_THREADS, maximum=256)
+    max_pending = _env_int(environ, ENV_MAX_PENDING, writer_threads, maximum=256)
+    partial_timeout = _env_float(
+        environ, ENV_PARTIAL_TIMEOUT, DEFAULT_PARTIAL_TIMEOUT_S, 1.0, 7 * 86400.0)
+    max_partial_gib = _env_float(environ, ENV_MAX_PARTIAL_GIB, DEFAULT_MAX_PARTIAL_GIB, 0.0, 65536.0)
+    stop_timeout = _env_float(environ, ENV_STOP_TIMEOUT, DEFAULT_STOP_TIMEOUT_S, 0.0, 86400.0)
+    staging_tokens = _env_int(environ, ENV_STAGING_TOKENS, 0, minimum=0, maximum=1 << 24)
+    # every rank refuses, so that the server stops at start whichever rank looks first
+    refuse_unsupported_parallelism(_sglang_parallel_settings() if parallel is None else parallel)
     if tp_rank is None:
         tp_rank = _sglang_tp_rank()
     if tp_rank != 0:
@@ -202,6 +361,10 @@ def install(model, tp_rank=None, environ=None):
         "model": type(model).__name__,
         "format_version": FORMAT_VERSION,
     }
+    hidden_size = int(getattr(model.config, "hidden_size", 0) or 0)
+    rows = staging_tokens or _sglang_chunked_prefill_size() or DEFAULT_STAGING_TOKENS
+    # ids (int64) + final and K aux hidden states (bf16) per row
+    row_bytes = 8 + 2 * hidden_size * (1 + len(captured))
     _INSTANCE = HiddenStateCapture(
         dump_dir,
         metadata=metadata,
@@ -209,7 +372,12 @@ def install(model, tp_rank=None, environ=None):
         max_pending=max_pending,
         rid_prefix=environ.get(ENV_RID_PREFIX, ""),
         crc32=environ.get(ENV_CRC32, "0") not in ("", "0", "false", "False"),
+        partial_timeout=partial_timeout,
+        max_partial_bytes=int(max_partial_gib * (1 << 30)),
+        stop_timeout=stop_timeout,
+        staging_bytes=rows * row_bytes if hidden_size else 0,
     )
+    _INSTANCE.install_stop_handler()
     return _INSTANCE
 
 
@@ -221,88 +389,175 @@ def _host_list(cpu_list, tensor):
     return None
 
 
-class _Job:
-    """One captured batch on its way to disk."""
-
-    __slots__ = ("requests", "full_lens", "ready", "remaining", "lock")
-
-    def __init__(self, requests, full_lens, ready):
-        self.requests = requests  # [(rid, prefix_len, seq_len, [ids, hidden, aux], k)]
-        self.full_lens = full_lens  # host tensor of orig_seq_lens, or None
-        self.ready = ready  # waits until the device-to-host copies landed
-        self.remaining = 0
-        self.lock = threading.Lock()
-
-
-class _Pending:
-    """The chunks of a prompt that is prefilled over several passes."""
-
-    __slots__ = ("parts", "length")
-
-    def __init__(self):
-        self.parts = []
-        self.length = 0
+# -- staging: device to host without stalling the forward ---------------------------
 
 
 class _HostCopier:
-    """Copies device tensors to host memory without stalling the forward stream.
+    """Copies device tensors into host tensors without stalling the forward stream.
 
-    CUDA: into pinned memory on a side stream that waits for the forward stream;
-    the tensors are marked as used by that stream so their memory is not reused
-    before the copy ran. CPU (tests): a plain clone.
+    CUDA: on a side stream that waits for the forward stream; the sources are marked
+    as used by that stream so their memory is not reused before the copy ran, and
+    ``ready`` waits for the copies. CPU (tests): a plain copy, ``ready`` is None.
     """
 
     def __init__(self, torch):
         self._torch = torch
         self._streams = {}
 
-    def copy(self, tensors):
+    def copy(self, tensors, hosts):
         torch = self._torch
         device = tensors[0].device
         if device.type != "cuda":
-            return [t.clone() for t in tensors], None
+            for src, dst in zip(tensors, hosts):
+                dst.copy_(src)
+            return None
         stream = self._streams.get(device)
         if stream is None:
             stream = self._streams[device] = torch.cuda.Stream(device=device)
         stream.wait_stream(torch.cuda.current_stream(device))
-        hosts = []
         with torch.cuda.stream(stream):
-            for t in tensors:
-                host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
-                host.copy_(t, non_blocking=True)
-                t.record_stream(stream)
-                hosts.append(host)
+            for src, dst in zip(tensors, hosts):
+                dst.copy_(src, non_blocking=True)
+                src.record_stream(stream)
             event = torch.cuda.Event()
             event.record(stream)
-        return hosts, event.synchronize
+        return event.synchronize
+
+
+class _StagingBuffer:
+    """One reusable host buffer (pinned for CUDA) that a whole batch is copied into.
+
+    Allocated once and grown only when a batch is larger than any before, so the
+    forward path does not allocate pinned memory (cudaHostAlloc is slow) per pass.
+    """
+
+    def __init__(self, torch, nbytes=0, pinned=False):
+        self._torch = torch
+        self._buf = None
+        self.pinned = pinned
+        if nbytes:
+            self._grow(nbytes)
+
+    @property
+    def nbytes(self):
+        return 0 if self._buf is None else int(self._buf.numel())
+
+    def _grow(self, nbytes):
+        self._buf = None  # free the old one first: pinned memory is precious
+        self._buf = self._torch.empty(nbytes, dtype=self._torch.uint8, pin_memory=self.pinned)
+
+    def views(self, tensors):
+        """Host tensors shaped like ``tensors``, carved out of this buffer."""
+        offsets, total = [], 0
+        for t in tensors:
+            offsets.append(total)
+            size = t.numel() * t.element_size()
+            total += -(-size // _STAGING_ALIGN) * _STAGING_ALIGN
+        if total > self.nbytes:
+            self._grow(max(total, self.nbytes + self.nbytes // 4))
+        out = []
+        for t, offset in zip(tensors, offsets):
+            size = t.numel() * t.element_size()
+            out.append(self._buf[offset:offset + size].view(t.dtype).view(t.shape))
+        return out
+
+
+class _Job:
+    """One captured batch on its way to disk."""
+
+    __slots__ = ("requests", "hosts", "n_aux", "full_lens", "ready", "buffer",
+                 "remaining", "lock")
+
+    def __init__(self, requests, hosts, n_aux, full_lens, ready, buffer):
+        self.requests = requests  # [(rid, prefix_len, seq_len, row_start, k)]
+        self.hosts = hosts  # [ids, hidden, aux_0 .. aux_{n_aux-1}] host tensors
+        self.n_aux = n_aux
+        self.full_lens = full_lens  # host tensor of orig_seq_lens, or None
+        self.ready = ready  # waits until the device-to-host copies landed
+        self.buffer = buffer
+        self.remaining = 0
+        self.lock = threading.Lock()
+
+    def rows(self, lo, hi):
+        """(ids, hidden, [aux parts]) of rows lo..hi, views into the staging buffer."""
+        ids, hidden = self.hosts[0][lo:hi], self.hosts[1][lo:hi]
+        return ids, hidden, [a[lo:hi] for a in self.hosts[2:]]
+
+
+class _Pending:
+    """The chunks of a prompt that is prefilled over several passes (own memory)."""
+
+    __slots__ = ("parts", "length", "nbytes", "last_seen")
+
+    def __init__(self, now):
+        self.parts = []
+        self.length = 0
+        self.nbytes = 0
+        self.last_seen = now
+
+
+def _owned(rows):
+    """A copy of (ids, hidden, [aux]) that no longer refers to a staging buffer."""
+    ids, hidden, aux = rows
+    return ids.clone(), hidden.clone(), [a.clone() for a in aux]
+
+
+def _nbytes(rows):
+    ids, hidden, aux = rows
+    return sum(t.numel() * t.element_size() for t in [ids, hidden, *aux])
 
 
 class HiddenStateCapture:
     """Splits captured batches into requests and writes one file per request."""
 
     def __init__(self, dump_dir, metadata=None, writer_threads=DEFAULT_WRITER_THREADS,
-                 max_pending=None, rid_prefix="", crc32=False):
+                 max_pending=None, rid_prefix="", crc32=False,
+                 partial_timeout=DEFAULT_PARTIAL_TIMEOUT_S,
+                 max_partial_bytes=int(DEFAULT_MAX_PARTIAL_GIB * (1 << 30)),
+                 stop_timeout=DEFAULT_STOP_TIMEOUT_S, staging_bytes=0, clock=time.monotonic):
         import torch
 
         self._torch = torch
+        self._clock = clock
         self.dump_dir = os.path.abspath(dump_dir)
         self.error_path = os.path.join(self.dump_dir, ERROR_FILE)
+        self.stats_path = os.path.join(self.dump_dir, STATS_FILE)
         self.metadata = dict(metadata or {})
         self.rid_prefix = rid_prefix
         self.writer_threads = int(writer_threads)
         self.max_pending = int(max_pending or writer_threads)
-        self.stats = {"batches": 0, "files": 0, "bytes": 0, "stall_s": 0.0}
+        self.partial_timeout = float(partial_timeout)
+        self.max_partial_bytes = int(max_partial_bytes)
+        self.stop_timeout = float(stop_timeout)
+        self.stats = {"batches": 0, "files": 0, "bytes": 0, "stall_s": 0.0,
+                      "space_wait_s": 0.0}
+        self.skipped = dict.fromkeys(SKIP_REASONS, 0)
+        self._seen_client_request = False  # after it, sglang's own rids are not the warm-up
         self._copier = _HostCopier(torch)
-        self._error_lock = threading.Lock()
+        # RLocks: the SIGTERM handler runs in the forward thread, maybe inside them
+        self._stats_lock = threading.RLock()
+        self._error_lock = threading.RLock()
+        self._stats_file_lock = threading.RLock()
         self._failure = None
         self._error_fd = None
         self._error_len = 0
-        self._reported = set()  # rids whose chunks are dropped after an error
+        self._stats_written = 0.0
+        self._stats_tmp = os.path.join(self.dump_dir, f".{STATS_FILE}.{os.getpid()}.next")
+        self._stats_fd = None  # the reserved temporary file the next stats go into
+        self._waiting_for_space = 0  # writers now waiting for space
+        self._stopping_until = None  # deadline of a stop in progress
         self._pending = {}  # rid -> _Pending; the dispatcher thread's alone
+        self._skipping = {}  # rid -> time: the rest of a prompt already counted incomplete
+        self._pending_bytes = 0
         self._prepare_dir()
+        self.removed_tmp = self._remove_dead_tmp_files()
         if not crc32:
             self._disable_crc32()
-        self._slots = threading.Semaphore(self.max_pending)
+        pinned = bool(staging_bytes) and torch.cuda.is_available()
+        # SimpleQueue: put() never blocks, even from a signal handler
+        self._free_buffers = queue.SimpleQueue()
+        for _ in range(self.max_pending):
+            self._free_buffers.put(_StagingBuffer(torch, staging_bytes if pinned else 0, pinned))
         self._idle = threading.Condition()
         self._in_flight = 0
         self._jobs = queue.SimpleQueue()
@@ -312,12 +567,17 @@ class HiddenStateCapture:
         )
         self._dispatcher.start()
         self._closed = False
+        self._started = time.time()
         atexit.register(self.close)
+        self._write_stats(force=True)
         logger.info(
             "hidden-state capture on: %s, layers %s (captured at %s), %d writer threads, "
-            "%d batches in flight at most",
+            "%d batches in flight at most (%.0f MiB of %s staging memory each)%s",
             self.dump_dir, self.metadata.get("layer_ids"),
             self.metadata.get("captured_layers"), self.writer_threads, self.max_pending,
+            staging_bytes / (1 << 20) if pinned else 0, "pinned" if pinned else "host",
+            f"; removed {self.removed_tmp} *.tmp files of processes that are gone"
+            if self.removed_tmp else "",
         )
 
     # -- set-up --------------------------------------------------------------
@@ -347,6 +607,23 @@ class HiddenStateCapture:
             logger.error(msg)
             raise HiddenStateCaptureError(msg) from exc
 
+    def _remove_dead_tmp_files(self):
+        """Remove the ``*.tmp`` files that processes now gone left half-written."""
+        removed = 0
+        for name in os.listdir(self.dump_dir):
+            match = _TMP_NAME.fullmatch(name) or _OTHER_TMP_NAME.fullmatch(name)
+            if match is None:
+                continue
+            pid = match.group("pid")
+            if pid is not None and _process_alive(int(pid)):
+                continue
+            try:
+                os.unlink(os.path.join(self.dump_dir, name))
+                removed += 1
+            except FileNotFoundError:
+                pass
+        return removed
+
     def _disable_crc32(self):
         # The zip CRC costs a third of the write speed and torch.load does not check it.
         try:
@@ -355,6 +632,33 @@ class HiddenStateCapture:
             config.save.compute_crc32 = False
         except (ImportError, AttributeError):  # torch < 2.6 has no switch
             pass
+
+    def install_stop_handler(self):
+        """On SIGTERM write what is held, then end as the process would have ended.
+
+        Neither systemd's SIGTERM nor sglang's SIGKILL of its children runs
+        ``atexit``. Only the main thread may set a handler; elsewhere this logs why
+        a stop may lose the batches in flight.
+        """
+        previous = signal.getsignal(signal.SIGTERM)
+
+        def on_sigterm(signum, frame):
+            self.stop(self.stop_timeout, reason="SIGTERM")
+            if callable(previous):
+                previous(signum, frame)
+            elif previous != signal.SIG_IGN:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+
+        try:
+            signal.signal(signal.SIGTERM, on_sigterm)
+        except ValueError:  # not the main thread
+            logger.warning(
+                "hidden-state capture: cannot handle SIGTERM outside the main thread; "
+                "a stop may lose the batches in flight (the files are the acknowledgement)"
+            )
+            return False
+        return True
 
     # -- forward thread --------------------------------------------------------
 
@@ -374,17 +678,30 @@ class HiddenStateCapture:
                 "hidden-state capture: ForwardBatch.rids is not set (sglang older than "
                 "0.5.14?): requests cannot be told apart"
             )
-        chosen = [k for k, rid in enumerate(rids) if wanted_rid(rid, self.rid_prefix)]
-        if not chosen:
-            return
-        seq_lens = _host_list(forward_batch.extend_seq_lens_cpu, forward_batch.extend_seq_lens)
         prefix_lens = _host_list(
             forward_batch.extend_prefix_lens_cpu, forward_batch.extend_prefix_lens
         )
-        if isinstance(aux_hidden_states, (list, tuple)):
-            aux_hidden_states = self._torch.cat(list(aux_hidden_states), dim=-1)
+        chosen = []
+        for k, rid in enumerate(rids):
+            reason = skip_reason(rid, self.rid_prefix)
+            if reason is None:
+                chosen.append(k)
+                self._seen_client_request = True
+            elif prefix_lens[k] == 0:  # once a request, not once a chunk
+                if reason == "health_check":
+                    self._seen_client_request = True
+                elif reason == "rid_rule" and not self._seen_client_request:
+                    reason = "warmup"
+                self._count_skip(reason, rid)
+        if not chosen:
+            return
+        if input_ids is None:  # Kimi-K2.5's wrapper calls the language model with embeds
+            input_ids = forward_batch.input_ids
+        seq_lens = _host_list(forward_batch.extend_seq_lens_cpu, forward_batch.extend_seq_lens)
+        aux = list(aux_hidden_states) if isinstance(aux_hidden_states, (list, tuple)) \
+            else [aux_hidden_states]
         total = sum(seq_lens)
-        sizes = {int(t.shape[0]) for t in (input_ids, hidden_states, aux_hidden_states)}
+        sizes = {int(t.shape[0]) for t in (input_ids, hidden_states, *aux)}
         if len(seq_lens) != len(rids) or sizes != {total}:
             raise HiddenStateCaptureError(
                 f"hidden-state capture: a batch of {len(rids)} requests and "
@@ -394,28 +711,27 @@ class HiddenStateCapture:
         starts = [0]
         for n in seq_lens:
             starts.append(starts[-1] + n)
-        tensors = []
-        for k in chosen:
-            lo, hi = starts[k], starts[k + 1]
-            tensors += [input_ids[lo:hi], hidden_states[lo:hi], aux_hidden_states[lo:hi]]
+        tensors = [input_ids, hidden_states, *aux]
         full = getattr(forward_batch, "orig_seq_lens", None)
         if full is not None:
-            tensors.append(full)
+            # A snapshot on the forward stream: sglang may advance orig_seq_lens in
+            # place (add_(1)) before the side-stream copy runs.
+            tensors.append(full.clone())
 
         waited = time.perf_counter()
-        self._slots.acquire()  # backpressure: wait for a batch to be written
+        buffer = self._free_buffers.get()  # backpressure: wait for a batch to be written
         self.stats["stall_s"] += time.perf_counter() - waited
         try:
-            hosts, ready = self._copier.copy(tensors)
+            if buffer.nbytes == 0 and tensors[0].device.type == "cuda":
+                buffer.pinned = True
+            hosts = buffer.views(tensors)
+            ready = self._copier.copy(tensors, hosts)
         except BaseException:
-            self._slots.release()
+            self._free_buffers.put(buffer)
             raise
-        # k: the request's index in the batch, to read its orig_seq_lens entry
-        requests = [
-            (rids[k], prefix_lens[k], seq_lens[k], hosts[3 * j: 3 * j + 3], k)
-            for j, k in enumerate(chosen)
-        ]
-        job = _Job(requests, hosts[-1] if full is not None else None, ready)
+        requests = [(rids[k], prefix_lens[k], seq_lens[k], starts[k], k) for k in chosen]
+        job = _Job(requests, hosts[:2 + len(aux)], len(aux),
+                   hosts[-1] if full is not None else None, ready, buffer)
         with self._idle:
             self._in_flight += 1
         self.stats["batches"] += 1
@@ -428,6 +744,11 @@ class HiddenStateCapture:
             job = self._jobs.get()
             if job is None:
                 return
+            if isinstance(job, _GiveUp):
+                self._give_up_partials(job.reason)
+                if job.done is not None:
+                    job.done.set()
+                continue
             try:
                 if job.ready is not None:
                     job.ready()
@@ -437,94 +758,275 @@ class HiddenStateCapture:
                 writes = []
             job.remaining = len(writes)
             if not writes:
-                self._job_done()
+                self._job_done(job)
                 continue
             for rid, parts in writes:
                 try:
                     self._pool.submit(self._write_one, job, rid, parts)
                 except RuntimeError as exc:  # the pool is shut down (interpreter exit)
                     self._record_failure(rid, f"rid {rid!r} not written: {exc}")
-                    with job.lock:
-                        job.remaining -= 1
-                        last = job.remaining == 0
-                    if last:
-                        self._job_done()
+                    self._part_done(job)
+            self._write_stats()
 
     def _stitch(self, job):
+        """Requests of the batch that are now complete: [(rid, [rows, ...])]."""
+        now = self._clock()
         full_lens = job.full_lens.tolist() if job.full_lens is not None else None
         writes = []
-        for rid, prefix, n, parts, k in job.requests:
+        for rid, prefix, n, start, k in job.requests:
             full = int(full_lens[k]) if full_lens is not None else prefix + n
-            pending = self._pending.pop(rid, None)
+            last = prefix + n >= full
+            rows = job.rows(start, start + n)
+            pending = self._pending.get(rid)
+            if prefix == 0:
+                self._skipping.pop(rid, None)
+                if pending is not None:
+                    self._drop_pending(rid, f"started again at token 0; the {pending.length} "
+                                            "tokens of its earlier attempt are dropped")
+                    pending = None
+            elif rid in self._skipping:
+                self._skipping[rid] = now
+                if last:
+                    del self._skipping[rid]
+                continue
             have = pending.length if pending is not None else 0
             if prefix != have:
-                if rid not in self._reported:
-                    self._reported.add(rid)
-                    self._record_error(
-                        rid,
-                        f"rid {rid!r}: this pass starts at token {prefix} but {have} tokens "
-                        "of it were captured before (prefix cache on, or chunks run in "
-                        "MIXED passes?); the request is not dumped",
-                    )
-                if prefix + n >= full:
-                    self._reported.discard(rid)
+                if pending is not None:
+                    self._drop_pending(rid, None)
+                self._count_skip("incomplete", rid, (
+                    f"rid {rid!r}: this pass starts at token {prefix} but {have} tokens "
+                    "of it were captured before (prefix cache on, or chunks run in "
+                    "MIXED passes?); the request is not dumped"))
+                if not last:
+                    self._skipping[rid] = now
                 continue
-            pending = pending or _Pending()
-            pending.parts.append(parts)
+            if pending is None and last:
+                writes.append((rid, [rows]))  # the common case: written from the buffer
+                continue
+            if pending is None:
+                pending = self._pending[rid] = _Pending(now)
+            if last:
+                del self._pending[rid]
+                self._pending_bytes -= pending.nbytes
+                writes.append((rid, pending.parts + [rows]))
+                continue
+            owned = _owned(rows)  # the staging buffer is reused once this batch is out
+            pending.parts.append(owned)
             pending.length += n
-            if prefix + n >= full:
-                writes.append((rid, pending.parts))
-            else:
-                self._pending[rid] = pending
+            pending.nbytes += _nbytes(owned)
+            pending.last_seen = now
+            self._pending_bytes += _nbytes(owned)
+        self._expire_partials(now)
         return writes
+
+    def _give_up_partials(self, reason):
+        """Prompts whose last chunk can no longer come (a stop) are counted, not kept."""
+        for rid, pending in sorted(self._pending.items()):
+            self._drop_pending(rid, f"only {pending.length} tokens were prefilled before "
+                                    f"{reason}; the request is not dumped")
+        self._skipping.clear()
+
+    def _drop_pending(self, rid, why):
+        pending = self._pending.pop(rid)
+        self._pending_bytes -= pending.nbytes
+        if why is not None:
+            self._count_skip("incomplete", rid, f"rid {rid!r}: {why}")
+
+    def _expire_partials(self, now):
+        """Bound the memory that prompts whose last chunk never comes can hold."""
+        for rid, pending in sorted(self._pending.items(), key=lambda kv: kv[1].last_seen):
+            if now - pending.last_seen > self.partial_timeout:
+                self._drop_pending(rid, (
+                    f"no chunk for {now - pending.last_seen:.0f} s after {pending.length} "
+                    f"tokens (over {ENV_PARTIAL_TIMEOUT}={self.partial_timeout:g}); dropped"))
+                self._skipping[rid] = now
+            elif self._pending_bytes > self.max_partial_bytes:
+                self._drop_pending(rid, (
+                    f"{pending.length} tokens held while unfinished prompts take "
+                    f"{self._pending_bytes + pending.nbytes} bytes (over "
+                    f"{ENV_MAX_PARTIAL_GIB}); the oldest is dropped"))
+                self._skipping[rid] = now
+        for rid, seen in list(self._skipping.items()):
+            if now - seen > self.partial_timeout:
+                del self._skipping[rid]
 
     # -- writer threads ----------------------------------------------------------
 
-    def _write_one(self, job, rid, parts):
+    def _payload(self, rid, parts):
         torch = self._torch
-        path = os.path.join(self.dump_dir, file_name_for(rid))
-        tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
-        try:
-            if len(parts) == 1:
-                ids, hidden, aux = parts[0]
-            else:
-                ids, hidden, aux = (torch.cat([p[i] for p in parts]) for i in range(3))
-            payload = {
-                "input_ids": ids,
-                "hidden_state": hidden.unsqueeze(0),
-                "aux_hidden_state": aux.unsqueeze(0),
-                "rid": rid,
-            }
-            payload.update(self.metadata)
-            with open(tmp, "wb") as f:
-                torch.save(payload, f)
-            os.replace(tmp, path)
-            nbytes = sum(t.numel() * t.element_size() for t in (ids, hidden, aux))
-            with self._error_lock:
-                self.stats["files"] += 1
-                self.stats["bytes"] += nbytes
-        except BaseException as exc:
-            reason = f"{exc.strerror} (errno {exc.errno})" if isinstance(exc, OSError) else repr(exc)
-            # reported while the disk is still full: the error file's space is reserved
-            self._record_failure(rid, f"writing {path} failed: {reason}")
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-        finally:
-            with job.lock:
-                job.remaining -= 1
-                last = job.remaining == 0
-            if last:
-                self._job_done()
+        if len(parts) == 1:
+            ids, hidden, aux = parts[0]
+            ids, hidden = ids.clone(), hidden.clone()  # a view would save the whole buffer
+            aux = aux[0].clone() if len(aux) == 1 else torch.cat(aux, dim=-1)
+        else:
+            ids = torch.cat([p[0] for p in parts])
+            hidden = torch.cat([p[1] for p in parts])
+            aux = torch.cat([torch.cat(p[2], dim=-1) if len(p[2]) > 1 else p[2][0]
+                             for p in parts])
+        payload = {
+            "input_ids": ids,
+            "hidden_state": hidden.unsqueeze(0),
+            "aux_hidden_state": aux.unsqueeze(0),
+            "rid": rid,
+        }
+        payload.update(self.metadata)
+        return payload, sum(t.numel() * t.element_size() for t in (ids, hidden, aux))
 
-    def _job_done(self):
-        self._slots.release()
+    def _write_one(self, job, rid, parts):
+        path = os.path.join(self.dump_dir, file_name_for(rid))
+        try:
+            if os.path.lexists(path):
+                self._count_skip("duplicate", rid, f"rid {rid!r}: {path} exists; kept, "
+                                                   "this later capture is dropped")
+                return
+            payload, nbytes = self._payload(rid, parts)
+            if self._write_file(path, payload, rid):
+                with self._stats_lock:
+                    self.stats["files"] += 1
+                    self.stats["bytes"] += nbytes
+        except BaseException as exc:  # never lose an error in a thread
+            self._record_failure(rid, f"writing {path} failed: {exc!r}")
+            self._count_skip("write_failed", rid)
+        finally:
+            self._part_done(job)
+            self._write_stats()
+
+    def _write_file(self, path, payload, rid):
+        """Write through a temporary name; wait for space on ENOSPC. True if written."""
+        waiting = _SpaceWait(self, path)
+        try:
+            while True:
+                tmp = f"{path}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+                try:
+                    with open(tmp, "wb") as f:
+                        self._torch.save(payload, f)
+                    return self._publish(tmp, path, rid)
+                except OSError as exc:
+                    _unlink_quietly(tmp)
+                    if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or self._stop_expired():
+                        reason = f"{exc.strerror} (errno {exc.errno})"
+                        # reported while the disk is still full: the error file's space
+                        # is reserved
+                        self._record_failure(rid, f"writing {path} failed: {reason}")
+                        self._count_skip("write_failed", rid)
+                        return False
+                waiting.sleep()
+        finally:
+            waiting.end()
+
+    def _publish(self, tmp, path, rid):
+        """Give the finished file its name, never over an existing one."""
+        try:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                self._count_skip("duplicate", rid, f"rid {rid!r}: {path} exists; kept, "
+                                                   "this later capture is dropped")
+                return False
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+                    raise
+                # no hard links on this filesystem: check, then rename
+                if os.path.lexists(path):
+                    self._count_skip("duplicate", rid)
+                    return False
+                os.replace(tmp, path)
+                return True
+        finally:
+            _unlink_quietly(tmp)
+        return True
+
+    def _part_done(self, job):
+        with job.lock:
+            job.remaining -= 1
+            last = job.remaining <= 0
+        if last:
+            self._job_done(job)
+
+    def _job_done(self, job):
+        job.hosts = None
+        self._free_buffers.put(job.buffer)
         with self._idle:
             self._in_flight -= 1
             self._idle.notify_all()
 
-    # -- errors ------------------------------------------------------------------
+    def _stop_expired(self):
+        deadline = self._stopping_until
+        return deadline is not None and self._clock() >= deadline
+
+    # -- stats and errors ----------------------------------------------------------
+
+    def _count_skip(self, reason, rid, detail=None):
+        """Count a request that is not dumped; log each reason the first time."""
+        with self._stats_lock:
+            self.skipped[reason] += 1
+            first = self.skipped[reason] == 1
+        if first:
+            logger.warning("hidden-state capture: not dumped: rid %r: %s (counted as %r in %s;"
+                           " logged once)", rid, SKIP_REASONS[reason], reason, self.stats_path)
+        if detail is not None:
+            self._record_error(rid, detail)
+
+    def stats_snapshot(self):
+        with self._stats_lock:
+            return {
+                "pid": os.getpid(),
+                "started": _iso(self._started),
+                "updated": _iso(time.time()),
+                "dump_dir": self.dump_dir,
+                "layer_ids": self.metadata.get("layer_ids"),
+                "captured_layers": self.metadata.get("captured_layers"),
+                "dumped": self.stats["files"],
+                "dumped_bytes": self.stats["bytes"],
+                "batches": self.stats["batches"],
+                "batches_in_flight": self._in_flight,
+                "skipped": dict(self.skipped),
+                "partials": len(self._pending),
+                "partial_bytes": self._pending_bytes,
+                "forward_wait_s": round(self.stats["stall_s"], 3),
+                "waiting_for_space": self._waiting_for_space > 0,
+                "space_wait_s": round(self.stats["space_wait_s"], 3),
+                "failure": self._failure,
+            }
+
+    def _write_stats(self, force=False):
+        """CAPTURE_STATS.json, at most once a second (and on stop).
+
+        Written into a temporary file whose blocks were reserved beforehand, then
+        renamed over the last one: a full dump dir, the moment the stats matter
+        most, cannot keep them from being written, and a reader never sees half.
+        """
+        now = time.monotonic()
+        if not force and now - self._stats_written < _STATS_INTERVAL_S:
+            return
+        self._stats_written = now
+        data = json.dumps(self.stats_snapshot(), indent=1, sort_keys=True).encode()
+        with self._stats_file_lock:  # one writer of the temporary file at a time
+            try:
+                if self._stats_fd is None:
+                    self._stats_fd = self._reserve(self._stats_tmp, _STATS_RESERVE_BYTES)
+                fd, self._stats_fd = self._stats_fd, None
+                try:
+                    os.pwrite(fd, data, 0)
+                    os.ftruncate(fd, len(data))
+                finally:
+                    os.close(fd)
+                os.replace(self._stats_tmp, self.stats_path)
+                # blocks for the next one (the old file's, just freed, if nothing else)
+                self._stats_fd = self._reserve(self._stats_tmp, _STATS_RESERVE_BYTES)
+            except OSError as exc:  # a full disk before anything was reserved: next time
+                logger.debug("hidden-state capture: cannot write %s: %s", self.stats_path, exc)
+
+    @staticmethod
+    def _reserve(path, nbytes):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.posix_fallocate(fd, 0, nbytes)
+        except OSError:
+            os.close(fd)
+            _unlink_quietly(path)
+            raise
+        return fd
 
     def _record_failure(self, rid, message):
         with self._error_lock:
@@ -573,31 +1075,114 @@ class HiddenStateCapture:
         with self._idle:
             return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
 
+
+    def stop(self, timeout, reason="stop"):
+        """Write what is held within ``timeout`` seconds; count what cannot finish."""
+        self._stopping_until = self._clock() + timeout
+        idle = self.flush(timeout)
+        unfinished = self._in_flight
+        # the dispatcher's own data: ask it, and wait briefly for the answer
+        done = threading.Event()
+        self._jobs.put(_GiveUp(reason, done))
+        done.wait(max(1.0, min(5.0, timeout)))
+        self._write_stats(force=True)
+        if idle:
+            logger.info("hidden-state capture: %s: every captured batch is written "
+                        "(%d files in all)", reason, self.stats["files"])
+        else:
+            logger.error("hidden-state capture: %s: %d batches still unwritten after %.0f s",
+                         reason, unfinished, timeout)
+        return idle
+
     def close(self, timeout=60.0):
         """Flush, stop the threads, report prompts whose last chunk never came."""
         if getattr(self, "_closed", True):
             return
         self._closed = True
-        if not self.flush(timeout):
-            logger.error("hidden-state capture: %d batches still unwritten at close", self._in_flight)
+        self.stop(timeout, reason="close")
         self._jobs.put(None)
         self._dispatcher.join(timeout)
         self._pool.shutdown(wait=True)
-        for rid, pending in sorted(self._pending.items()):
-            self._record_error(
-                rid, f"rid {rid!r}: only {pending.length} tokens were prefilled before close; "
-                "the request is not dumped",
-            )
-        self._pending.clear()
+        with self._stats_file_lock:
+            if self._stats_fd is not None:
+                os.close(self._stats_fd)
+                self._stats_fd = None
+                _unlink_quietly(self._stats_tmp)
         if self._error_fd is not None:
             os.close(self._error_fd)
             self._error_fd = None
             if self._error_len == 0:
-                try:
-                    os.unlink(os.path.join(self.dump_dir, _ERROR_RESERVE))
-                except OSError:
-                    pass
+                _unlink_quietly(os.path.join(self.dump_dir, _ERROR_RESERVE))
         try:
             atexit.unregister(self.close)
         except Exception:
             pass
+
+
+class _SpaceWait:
+    """A writer waiting for space: backoff, a log line a minute, the stats' flag."""
+
+    def __init__(self, capture, path):
+        self._capture = capture
+        self._path = path
+        self._backoff = 0.05
+        self._since = None
+        self._logged = None
+
+    def sleep(self):
+        cap = self._capture
+        now = cap._clock()
+        if self._since is None:
+            self._since = self._logged = now
+            with cap._stats_lock:
+                cap._waiting_for_space += 1
+            logger.warning("hidden-state capture: %s is full; writers wait for space "
+                           "(the forward waits once every buffer is taken)", cap.dump_dir)
+        elif now - self._logged >= _SPACE_LOG_INTERVAL_S:
+            self._logged = now
+            logger.warning("hidden-state capture: %s full for %.0f s; %d batches waiting",
+                           cap.dump_dir, now - self._since, cap._in_flight)
+        time.sleep(self._backoff)
+        with cap._stats_lock:
+            cap.stats["space_wait_s"] += self._backoff
+        self._backoff = min(self._backoff * 2, _SPACE_BACKOFF_MAX_S)
+
+    def end(self):
+        if self._since is not None:
+            with self._capture._stats_lock:
+                self._capture._waiting_for_space -= 1
+            logger.info("hidden-state capture: %s has space again; %s written after %.0f s",
+                        self._capture.dump_dir, os.path.basename(self._path),
+                        self._capture._clock() - self._since)
+            self._since = None
+
+
+class _GiveUp:
+    """A message to the dispatcher: count the unfinished prompts as incomplete."""
+
+    def __init__(self, reason, done=None):
+        self.reason = reason
+        self.done = done
+
+
+def _iso(timestamp):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp))
+
+
+def _process_alive(pid):
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _unlink_quietly(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
