@@ -138,9 +138,13 @@ def wait_reaped(zombies, timeout, proc_root=procfs.PROC, clock=time.monotonic, s
     return _wait_while(zombies, lambda z: procfs.exists(z.pid, z.starttime, proc_root), timeout, clock, sleep)
 
 
-def validate_common(params):
-    """Messages for bad values of the common options, and for a control character in any option."""
-    errors = validate.control_character_errors(params)
+COMMON_NUMBERS = ('signal_timeout', 'kill_timeout', 'command_timeout', 'vmid')
+
+
+def validate_common(params, given=None, numbers=()):
+    """Messages for bad values of the common options, and for a control character in any option
+    or a boolean given for a number (``numbers``: the module's own number options) as given."""
+    errors = validate.given_errors(params, given, COMMON_NUMBERS + tuple(numbers))
     errors.extend(validate.number_errors(params, {
         'signal_timeout': (0, MAX_WAIT, 'seconds'),
         'kill_timeout': (0, MAX_WAIT, 'seconds'),

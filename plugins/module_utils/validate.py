@@ -16,10 +16,12 @@ is fine; a module collects them and fails once with all of them. The rules:
 
 from __future__ import annotations
 
+import decimal
 import math
 import os
 import re
 
+from ansible.module_utils import basic
 from ansible_collections.eagle3.extraction.plugins.module_utils.redact import redact_text
 
 # Proxmox VE guest ids (pve-common's pve-vmid format)
@@ -61,6 +63,76 @@ def control_character_errors(params, names=None):
             if _CONTROL.search(text):
                 errors.append('%s: %s holds a control character (newline, tab, ...); give the value on one line '
                               'without them' % (where, show(text)))
+                break
+    return errors
+
+
+def given_values():
+    """The options as the task gave them, before AnsibleModule converted them, or None if unknown.
+
+    The conversion hides what must be refused: int('80\\n') is 80 and float(True) is 1.0, so a
+    port with a trailing newline or a timeout of ``true`` would pass every check made after it.
+    ansible-core documents _load_params for modules that must see the parameters as given.
+    """
+    if basic._ANSIBLE_ARGS is None:
+        # not run by Ansible (documentation tools import the module): nothing was given
+        return None
+    try:
+        return basic._load_params()
+    except Exception:  # pylint: disable=broad-except
+        return None
+
+
+def _crashes_int_conversion(value):
+    """Whether ansible-core's int conversion raises something other than its TypeError for value:
+    int(Decimal('inf')) raises OverflowError, which AnsibleModule does not catch (a traceback)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        int(decimal.Decimal(value))
+    except OverflowError:
+        return True
+    except (decimal.DecimalException, ValueError, TypeError):
+        return False
+    return False
+
+
+def strict_module(module_class, argument_spec, **kwargs):
+    """module_class(argument_spec=argument_spec, **kwargs) - an AnsibleModule - except that an infinite
+    number given for an int option ('inf', '-Infinity') fails cleanly naming the option instead of
+    with a traceback."""
+    given = given_values() or {}
+    bad = []
+    for name, spec in argument_spec.items():
+        value = given.get(name)
+        values = value if isinstance(value, list) and spec.get('type') == 'list' else [value]
+        wanted = spec.get('elements') if spec.get('type') == 'list' else spec.get('type')
+        if wanted == 'int' and any(_crashes_int_conversion(item) for item in values):
+            bad.append(name)
+    if not bad:
+        return module_class(argument_spec=argument_spec, **kwargs)
+    relaxed = dict(argument_spec)
+    for name in bad:
+        relaxed[name] = dict(argument_spec[name], type='raw')
+        relaxed[name].pop('elements', None)
+    module = module_class(argument_spec=relaxed, **kwargs)
+    module.fail_json(msg='; '.join('%s: %s is not a finite whole number' % (name, show(given[name])) for name in bad))
+    return module
+
+
+def given_errors(params, given, numbers=()):
+    """Control characters anywhere in the options as given, and booleans given for numbers.
+
+    ``given`` is given_values() (None: check the converted params); only options of
+    ``params`` are looked at; ``numbers`` names the number options (or lists of numbers).
+    """
+    source = params if given is None else dict((key, value) for key, value in given.items() if key in params)
+    errors = control_character_errors(source)
+    for name in numbers:
+        value = source.get(name)
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, bool):
+                errors.append('%s: %s is a boolean, not a number' % (name, item))
                 break
     return errors
 

@@ -265,7 +265,7 @@ from ansible_collections.eagle3.extraction.plugins.module_utils.nvidia_smi impor
     parse_topology,
 )
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import (
-    control_character_errors, number_error, show)
+    given_errors, given_values, number_error, show)
 
 PROC_VERSION = '/proc/driver/nvidia/version'
 # the most seconds one nvidia-smi call may be given
@@ -285,9 +285,11 @@ def read_kernel_module():
         return None
 
 
-def validate(params):
-    """Messages for bad option values, each naming the option and its value."""
-    errors = control_character_errors(params)
+def validate(params, given=None):
+    """Messages for bad option values, each naming the option and its value.
+
+    ``given``: the options as the task gave them (validate.given_values())."""
+    errors = given_errors(params, given, ('command_timeout',))
     error = number_error('command_timeout', params['command_timeout'], 1, MAX_COMMAND_TIMEOUT, 'seconds')
     if error:
         errors.append(error)
@@ -353,7 +355,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    errors = validate(module.params)
+    errors = validate(module.params, given_values())
     if errors:
         module.fail_json(msg='; '.join(errors), cause='invalid_option')
     kernel_module = read_kernel_module()

@@ -367,7 +367,7 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import (
-    control_character_errors, executable_file_error, fullmatch_error, number_errors, show, vmid_error)
+    executable_file_error, fullmatch_error, given_errors, given_values, strict_module, number_errors, show, vmid_error)
 from ansible_collections.eagle3.extraction.plugins.module_utils.pct import (
     DEFAULT_PCT_TIMEOUT,
     ConfigFile,
@@ -420,9 +420,11 @@ NUMBER_RANGES = {
 }
 
 
-def option_errors(params):
-    """Every message about a bad option value, each naming the option and its value."""
-    errors = control_character_errors(params)
+def option_errors(params, given=None):
+    """Every message about a bad option value, each naming the option and its value.
+
+    ``given``: the options as the task gave them (validate.given_values())."""
+    errors = given_errors(params, given, tuple(NUMBER_RANGES) + ('vmid',))
     error = vmid_error(params['vmid'])
     if error:
         errors.append(error)
@@ -447,9 +449,9 @@ def option_errors(params):
     return errors
 
 
-def wanted_config(params):
+def wanted_config(params, given=None):
     """Check the options and turn them into plan_changes' ``wanted`` dict."""
-    errors = option_errors(params)
+    errors = option_errors(params, given)
     if errors:
         raise InputError('; '.join(errors))
     if params.get('rootfs_size') is not None and not params.get('storage'):
@@ -732,7 +734,8 @@ class ContainerTask:
 
 
 def main():
-    module = AnsibleModule(
+    module = strict_module(
+        AnsibleModule,
         argument_spec=dict(
             vmid=dict(type='int', required=True),
             state=dict(type='str', default='present',
@@ -762,7 +765,7 @@ def main():
         supports_check_mode=True,
     )
     try:
-        wanted = wanted_config(module.params)
+        wanted = wanted_config(module.params, given_values())
     except InputError as exc:
         module.fail_json(msg=str(exc), vmid=module.params['vmid'])
     task = ContainerTask(module, wanted)

@@ -213,7 +213,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.eagle3.extraction.plugins.module_utils import procfs
 from ansible_collections.eagle3.extraction.plugins.module_utils import reclaim
 from ansible_collections.eagle3.extraction.plugins.module_utils.pct_scope import ContainerError
-from ansible_collections.eagle3.extraction.plugins.module_utils.validate import number_error, show
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import given_values, strict_module, number_error, show
 
 # a holder that respawns the listener (a supervisor we may not touch) must not keep us looping
 MAX_ROUNDS = 3
@@ -226,9 +226,11 @@ def parse_address(value):
     return ipaddress.ip_address(value)
 
 
-def validate(params):
-    """The address as an ipaddress object (or None), after checking every option; (address, errors)."""
-    errors = reclaim.validate_common(params)
+def validate(params, given=None):
+    """The address as an ipaddress object (or None), after checking every option; (address, errors).
+
+    ``given``: the options as the task gave them (validate.given_values())."""
+    errors = reclaim.validate_common(params, given, numbers=('port',))
     port_error = number_error('port', params['port'], 1, 65535)
     if port_error is None and not isinstance(params['port'], int):
         port_error = 'port: %s is not an integer port number from 1 to 65535' % show(params['port'])
@@ -318,7 +320,8 @@ def blocked_message(params, state):
 
 
 def main():
-    module = AnsibleModule(
+    module = strict_module(
+        AnsibleModule,
         argument_spec=dict(
             port=dict(type='int', required=True),
             address=dict(type='str'),
@@ -328,7 +331,7 @@ def main():
     )
     params = module.params
     run = reclaim.Run(module, changed=False, port=params['port'], address=params['address'], vmid=params['vmid'])
-    address, errors = validate(params)
+    address, errors = validate(params, given_values())
     if errors:
         module.fail_json(msg='; '.join(errors), elapsed=0)
 

@@ -300,7 +300,7 @@ from ansible_collections.eagle3.extraction.plugins.module_utils import reclaim
 from ansible_collections.eagle3.extraction.plugins.module_utils.nvidia_smi import NvidiaSmiError
 from ansible_collections.eagle3.extraction.plugins.module_utils.pct_scope import ContainerError
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import (
-    executable_file_error, number_error, number_errors, show)
+    executable_file_error, given_values, strict_module, number_error, number_errors, show)
 
 # how often nvidia-smi is polled while waiting for GPU memory to come back
 GPU_POLL_INTERVAL = 0.25
@@ -341,9 +341,11 @@ def pattern_error(index, pattern):
     return None
 
 
-def validate(params):
-    """Every option checked before anything is read or signalled: (compiled patterns, error messages)."""
-    errors = reclaim.validate_common(params)
+def validate(params, given=None):
+    """Every option checked before anything is read or signalled: (compiled patterns, error messages).
+
+    ``given``: the options as the task gave them (validate.given_values())."""
+    errors = reclaim.validate_common(params, given, numbers=('exclude', 'gpu_memory_max_mib', 'gpu_wait_timeout'))
     errors.extend(number_errors(params, {
         'gpu_memory_max_mib': (0, GPU_MEMORY_MAX_MIB, 'MiB'),
         'gpu_wait_timeout': (0, reclaim.MAX_WAIT, 'seconds'),
@@ -531,7 +533,8 @@ def wait_gpu_memory(gpu, limit, timeout):
 
 
 def main():
-    module = AnsibleModule(
+    module = strict_module(
+        AnsibleModule,
         argument_spec=dict(
             match=dict(type='list', elements='str',
                        default=[r'^sglang::', r'(^|\s)-m\s+sglang\.launch_server(\s|$)']),
@@ -546,7 +549,7 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    patterns, errors = validate(params)
+    patterns, errors = validate(params, given_values())
     if errors:
         module.fail_json(msg='; '.join(errors), elapsed=0)
     run = reclaim.Run(module, changed=False, vmid=params['vmid'])

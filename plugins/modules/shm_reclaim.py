@@ -173,7 +173,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.eagle3.extraction.plugins.module_utils import procfs
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import (
-    control_character_errors, number_error, show)
+    given_errors, given_values, number_error, show)
 
 # errors that mean the process exited while we looked: it holds nothing any more
 GONE = (errno.ENOENT, errno.ESRCH)
@@ -218,9 +218,11 @@ def filesystem_type(path, mounts='/proc/self/mounts'):
     return best_type
 
 
-def validate(params, mounts='/proc/self/mounts'):
-    """Messages for bad option values, each naming the option and its value; nothing is read but the path's type."""
-    errors = control_character_errors(params)
+def validate(params, given=None, mounts='/proc/self/mounts'):
+    """Messages for bad option values, each naming the option and its value; nothing is read but the path's type.
+
+    ``given``: the options as the task gave them (validate.given_values())."""
+    errors = given_errors(params, given, ('min_age',))
     error = number_error('min_age', params['min_age'], 0, MAX_MIN_AGE, 'seconds')
     if error:
         errors.append(error)
@@ -433,7 +435,7 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    errors = validate(params)
+    errors = validate(params, given_values())
     if errors:
         module.fail_json(msg='; '.join(errors))
 
