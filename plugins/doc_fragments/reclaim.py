@@ -6,8 +6,8 @@ from __future__ import annotations
 
 
 class ModuleDocFragment(object):
-    """The options, attributes and notes port_reclaim and process_reclaim share
-    (their argument spec is module_utils/reclaim.py's common_argument_spec)."""
+    """The options and notes port_reclaim and process_reclaim share (their argument spec is
+    module_utils/reclaim.py's common_argument_spec); their attributes are eagle3.extraction.attributes."""
 
     DOCUMENTATION = r'''
 options:
@@ -38,17 +38,6 @@ options:
         (C(lxc.payload.<vmid>) or C(/lxc/<vmid>/)), or lives in the container's network namespace (unless the
         container shares the host's network).
     type: int
-attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: N/A
-    platforms: linux
 notes:
   - Never signals PID 1, the module's own process or its ancestors (the SSH session and shell Ansible runs in),
     kernel threads, or the init of a PID namespace (a container's PID 1).

@@ -129,7 +129,7 @@ options:
     elements: str
   shm_size:
     description:
-      - Size of a tmpfs mounted on the container's C(/dev/shm), as tmpfs takes it (V(64G), V(64T), V(512m), V(50%)):
+      - Size of a tmpfs mounted on the container's C(/dev/shm), as tmpfs takes it (V(64G), V(64T), V(512m), V(50%)),
         a whole number with an optional C(k), C(m), C(g), C(t) or C(%) suffix.
       - "Written as the raw line C(lxc.mount.entry: tmpfs dev/shm tmpfs rw,nosuid,nodev,size=<size>,create=dir 0 0),
         which replaces any other C(lxc.mount.entry) on C(dev/shm). Left out, such lines are not touched."

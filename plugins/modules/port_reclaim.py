@@ -22,7 +22,7 @@ description:
   - With O(vmid), the module runs on the Proxmox hypervisor, reads the container's network namespace through its
     init process and kills holders of that container by host PID. A holder outside the container is never signalled.
   - If a protected process (see the notes) or a process outside the container holds the port beside killable ones,
-    nothing is signalled: killing the others could not free the port.
+    nothing is signalled, since killing the others could not free the port.
 author:
   - eagle3.extraction maintainers (@eagle3)
 options:
@@ -41,6 +41,7 @@ options:
     type: str
 extends_documentation_fragment:
   - eagle3.extraction.reclaim
+  - eagle3.extraction.attributes
 notes:
   - Reads C(/proc) directly, so it needs Linux and, to see other users' sockets and signal their processes, root.
   - In check mode it reports the listeners, the holders and RV(would_kill), signals nothing, and fails, as a real run

@@ -80,6 +80,7 @@ options:
     type: path
 extends_documentation_fragment:
   - eagle3.extraction.reclaim
+  - eagle3.extraction.attributes
 notes:
   - Reads C(/proc) directly, so it needs Linux and, to see other users' processes and signal them, root.
   - A module cannot print while it runs, so the progress of the GPU memory wait comes back in
@@ -133,40 +134,15 @@ EXAMPLES = r'''
 
 RETURN = r'''
 matched:
-  description: Processes selected to be signalled, with what selected them.
+  description:
+    - Processes selected to be signalled, with what selected them.
+    - Each has the keys of a holder in M(eagle3.extraction.port_reclaim)'s RV(eagle3.extraction.port_reclaim#module:holders)
+      (C(pid), the host PID with O(vmid); C(ppid), C(user), C(uid), C(state), C(name), C(cmdline) with its secrets
+      redacted, C(nspid)) and C(matched_by), what selected it (V(match <regex>), V(gpu device),
+      V(nvidia-smi compute app)).
   returned: always
   type: list
   elements: dict
-  contains:
-    pid:
-      description: PID (the host PID with O(vmid)).
-      type: int
-    ppid:
-      description: Parent PID.
-      type: int
-    user:
-      description: Name of the real user.
-      type: str
-    uid:
-      description: Real user id.
-      type: int
-    state:
-      description: State letter from C(/proc/<pid>/status).
-      type: str
-    name:
-      description: Process name (C(comm)).
-      type: str
-    cmdline:
-      description: Command line, arguments joined by spaces (the name in brackets when empty).
-      type: str
-    nspid:
-      description: The PID in each nested PID namespace, outermost first.
-      type: list
-      elements: int
-    matched_by:
-      description: What selected it (V(match <regex>), V(gpu device), V(nvidia-smi compute app)).
-      type: list
-      elements: str
   sample: [{pid: 5120, ppid: 1, user: root, uid: 0, state: S, name: "sglang::schedul", cmdline: "sglang::scheduler_TP0",
             nspid: [5120], matched_by: ["match ^sglang::"]}]
 would_kill:
@@ -176,17 +152,12 @@ would_kill:
   elements: int
   sample: [5120, 5121]
 killed:
-  description: Signals sent, in order; empty in check mode.
+  description:
+    - Signals sent, in order, each with the C(pid) signalled and the C(signal) (V(SIGTERM) or V(SIGKILL)).
+    - Empty in check mode.
   returned: always
   type: list
   elements: dict
-  contains:
-    pid:
-      description: PID signalled.
-      type: int
-    signal:
-      description: V(SIGTERM) or V(SIGKILL).
-      type: str
   sample: [{pid: 5120, signal: SIGTERM}, {pid: 5120, signal: SIGKILL}]
 zombies:
   description: Matching zombies found, with their parent and what was done about them.
@@ -236,11 +207,11 @@ excluded:
   elements: dict
   sample: []
 errors:
-  description: Signals the kernel refused (EPERM), with the error.
+  description: Signals the kernel refused (EPERM), each with the C(pid), the C(signal) and the C(error).
   returned: always
   type: list
   elements: dict
-  sample: []
+  sample: [{pid: 4242, signal: SIGTERM, error: "[Errno 1] Operation not permitted"}]
 gpu_apps:
   description: Compute processes C(nvidia-smi) listed before acting (V(null) when it was not run).
   returned: always

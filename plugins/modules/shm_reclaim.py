@@ -27,7 +27,7 @@ author:
 options:
   path:
     description:
-      - The directory to clean up, an absolute path on a C(tmpfs) file system (any other file system is refused:
+      - The directory to clean up, an absolute path on a C(tmpfs) file system (any other file system is refused,
         the files there are not shared-memory segments).
     type: str
     default: /dev/shm
@@ -48,14 +48,7 @@ options:
     type: float
     default: 0
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: linux
+  - eagle3.extraction.attributes
 notes:
   - Reads C(/proc) directly, so it needs Linux and, to see every process's open files and mappings, root. Processes
     whose C(/proc) entries could not be read are listed in RV(unreadable_pids); files are still removed, since a
@@ -97,22 +90,11 @@ EXAMPLES = r'''
 RETURN = r'''
 removed:
   description:
-    - Files removed, or in check mode the files that would be removed.
-    - Sorted by path.
+    - Files removed, or in check mode the files that would be removed, sorted by path.
+    - Each has its C(path), its C(size) in bytes, and C(holders), always empty (a removed file had no holder).
   returned: always
   type: list
   elements: dict
-  contains:
-    path:
-      description: Path of the file.
-      type: str
-    size:
-      description: Size in bytes.
-      type: int
-    holders:
-      description: Always empty; a removed file had no holder.
-      type: list
-      elements: dict
   sample: [{path: /dev/shm/nccl-Ab12Cd, size: 9637888, holders: []}]
 kept:
   description:
