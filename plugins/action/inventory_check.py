@@ -1,0 +1,70 @@
+# -*- coding: utf-8 -*-
+# Copyright: eagle3.extraction maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""inventory_check: every container's values against the roles' argument specs and rules,
+the rules across hosts and the rollout's, on the controller, before any host is touched."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleError, AnsibleUndefinedVariable
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
+    cross_host_errors, host_value_errors, load_specs, rollout_errors)
+
+ARGUMENT_SPEC = {
+    'hosts': {'type': 'list', 'elements': 'str', 'required': True},
+    'hypervisors': {'type': 'list', 'elements': 'str', 'required': True},
+    'rollout': {'type': 'dict', 'default': {}, 'options': {
+        'extract_serial': {'type': 'raw', 'default': '100%'},
+        'extract_max_fail_percentage': {'type': 'raw', 'default': 100},
+        'extract_reclaim': {'type': 'raw', 'default': True},
+        'extract_force': {'type': 'raw', 'default': False},
+    }},
+}
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        validated = ArgumentSpecValidator(ARGUMENT_SPEC).validate(self._task.args)
+        if validated.error_messages:
+            return dict(result, failed=True, msg='inventory_check: ' + '; '.join(validated.error_messages))
+        args = validated.validated_parameters
+        hostvars = task_vars['hostvars']
+        specs = load_specs()
+        names = set(name for options in specs.values() for name in options)
+        errors, values, unresolved = [], {}, []
+        if not args['hosts']:
+            errors.append('the inventory has no host in the extraction_servers group')
+        for host in args['hosts']:
+            values[host] = {}
+            host_vars = hostvars[host]
+            for name in sorted(names):
+                if name not in host_vars:
+                    continue
+                try:
+                    values[host][name] = host_vars[name]
+                except AnsibleUndefinedVariable:
+                    # refers to a fact a role sets later (ml_env_python_bin...): checked when the role starts
+                    unresolved.append('%s: %s' % (host, name))
+                except AnsibleError as exc:
+                    errors.append('%s: %s cannot be read: %s' % (host, name, exc.message))
+            errors.extend('%s: %s' % (host, error) for error in host_value_errors(specs, values[host]))
+        errors.extend(cross_host_errors(values, args['hypervisors']))
+        rollout = args['rollout'] or {}
+        errors.extend(rollout_errors(rollout.get('extract_serial', '100%'),
+                                     rollout.get('extract_max_fail_percentage', 100),
+                                     rollout.get('extract_reclaim', True), rollout.get('extract_force', False)))
+        result.update(changed=False, hosts=len(args['hosts']), unresolved=unresolved)
+        if errors:
+            result.update(failed=True, errors=errors,
+                          msg='the inventory is not valid; nothing was changed:\n' + '\n'.join(errors))
+        else:
+            result['msg'] = '%d containers checked' % len(args['hosts'])
+        return result

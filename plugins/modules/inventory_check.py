@@ -1,0 +1,100 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: eagle3.extraction maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Documentation of the action plugin inventory_check (plugins/action/inventory_check.py)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: inventory_check
+short_description: Check an inventory's extraction servers before any host is touched
+version_added: 0.1.0
+author: eagle3.extraction maintainers
+description:
+  - Runs on the controller alone (an action plugin): it contacts no host.
+  - Reads, for every host of O(hosts), the variables of the collection's roles that the inventory sets
+    (role defaults are not looked at) and checks them against each role's C(meta/argument_specs.yml) with
+    Ansible's own argument spec validator (types, choices), then against what that format cannot say
+    (ranges, whole-value patterns, paths that are not system directories, no control character in any
+    string; the table C(RULES) in C(plugin_utils/role_inputs.py)).
+  - Then the rules across hosts. Every container names a host of O(hypervisors) in C(proxmox_container_node)
+    and sets C(proxmox_container_vmid); no two on one node share a vmid, compared as integers (V(471),
+    V("471") and V("0471") are one container); C(sglang_server_model_path) is set; the tp-size divides
+    C(gpu_check_gpu_count) when both are set.
+  - Then extract.yml's rollout variables (O(rollout)).
+  - Fails once, listing every problem with its host, variable and value (an API key is never shown).
+    A variable that refers to a fact set later by a role is skipped here (the role checks it when it starts)
+    and listed in RV(unresolved).
+options:
+  hosts:
+    description: The extraction servers.
+    type: list
+    elements: str
+    required: true
+  hypervisors:
+    description: The Proxmox nodes, the names C(proxmox_container_node) may take.
+    type: list
+    elements: str
+    required: true
+  rollout:
+    description: extract.yml's variables.
+    type: dict
+    default: {}
+    suboptions:
+      extract_serial:
+        description: Hosts per batch, a number (1 or more), a percentage (1% to 100%) or a non-empty list of them.
+        type: raw
+        default: 100%
+      extract_max_fail_percentage:
+        description: An integer from 0 to 100.
+        type: raw
+        default: 100
+      extract_reclaim:
+        description: A boolean.
+        type: raw
+        default: true
+      extract_force:
+        description: A boolean.
+        type: raw
+        default: false
+attributes:
+  check_mode:
+    support: full
+    description: It only reads.
+  diff_mode:
+    support: none
+    description: It changes nothing.
+  platform:
+    platforms: all
+    description: Runs on the controller.
+"""
+
+EXAMPLES = r"""
+- name: Check the inventory
+  eagle3.extraction.inventory_check:
+    hosts: "{{ groups['extraction_servers'] | default([]) }}"
+    hypervisors: "{{ groups['proxmox_hypervisors'] | default([]) }}"
+    rollout:
+      extract_serial: "{{ extract_serial | default('100%') }}"
+      extract_max_fail_percentage: "{{ extract_max_fail_percentage | default(100) }}"
+"""
+
+RETURN = r"""
+hosts:
+  description: How many extraction servers were checked.
+  returned: always
+  type: int
+errors:
+  description: Every problem found, each naming the host, the variable and its value.
+  returned: failed
+  type: list
+  elements: str
+unresolved:
+  description: C(<host>: <variable>) of the values that refer to facts not set yet, left to the role.
+  returned: always
+  type: list
+  elements: str
+"""

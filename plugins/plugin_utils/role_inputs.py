@@ -1,0 +1,424 @@
+# -*- coding: utf-8 -*-
+# Copyright: eagle3.extraction maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What each role variable may hold, checked on the controller before any host is touched.
+
+A role's meta/argument_specs.yml gives each variable's type and choices (Ansible's
+ArgumentSpecValidator enforces them, here and when the role starts); what that format cannot
+say - ranges, whole-value patterns, paths that must not be system directories - is RULES
+below, one entry per variable. Every string anywhere in a value is also refused when it
+holds a control character (a newline in a value splits a config line or a command line in
+two). inventory_check (an action plugin) applies both to every host of an inventory, and adds
+the rules across hosts (cross_host_errors) and the rollout's (rollout_errors).
+
+Each check returns messages that name the host, the variable and its value; secrets
+(no_log in the spec) are never shown.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+
+from ansible.errors import AnsibleFilterError
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from ansible_collections.eagle3.extraction.plugins.filter.sglang_server_unit import (
+    bad_character, sglang_server_config, systemd_environment)
+from ansible_collections.eagle3.extraction.plugins.module_utils.pct import SHM_SIZE_RE
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import VMID_MAX, VMID_MIN, show
+from ansible_collections.eagle3.extraction.plugins.modules.pct_container import (
+    HOSTNAME_RE, OSTEMPLATE_RE, SSH_KEY_RE, STORAGE_RE)
+
+ROLES = ('proxmox_container', 'gpu_check', 'ml_env', 'sglang_patch', 'sglang_server')
+COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# Directories a venv, a dump dir or a log must not be (nor the parent of a removed tree).
+SYSTEM_DIRS = frozenset([
+    '/', '/bin', '/boot', '/dev', '/etc', '/home', '/lib', '/lib32', '/lib64', '/libx32', '/media', '/mnt', '/opt',
+    '/proc', '/root', '/run', '/sbin', '/srv', '/sys', '/tmp', '/usr', '/usr/bin', '/usr/lib', '/usr/lib64',
+    '/usr/local', '/usr/local/bin', '/usr/local/lib', '/usr/sbin', '/usr/share', '/var', '/var/lib', '/var/log',
+    '/var/tmp', '/dev/shm', '/etc/sglang', '/var/log/sglang',
+])
+# Trees nothing of ours may live in (of /dev, only /dev/shm holds files of ours).
+SYSTEM_TREES = ('/proc/', '/sys/', '/boot/')
+
+DOTTED_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*')
+UNIT_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9:_.@-]{0,200}')
+DRIVER_VERSION = re.compile(r'[0-9]{1,4}(\.[0-9]{1,4}){0,2}')
+HOST = re.compile(r'[A-Za-z0-9_.:-]{1,253}')
+NODE_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}')
+NET_KEY = re.compile(r'net[0-9]{1,2}')
+# a requirement spec as pip reads it, never an option (-e, --index-url...)
+REQUIREMENT = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?\s*([<>=!~]=?=?\s*[A-Za-z0-9.*+!_-]+'
+                         r'\s*,?\s*)*(\s*;\s*[^;]+)?|[A-Za-z0-9][A-Za-z0-9._-]*\s*@\s*\S+')
+# a stale-segment glob names a prefix: letters first, at most one * and only at the end
+SHM_PATTERN = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]{1,99}\*?')
+DEVICE = re.compile(r'/dev/[A-Za-z0-9_./-]+(,(gid|uid|mode)=[0-9]+)*')
+RAW_LXC = re.compile(r'lxc\.[a-z0-9_.]+\s*[:=]\s*\S.*')
+FEATURES = {'nesting', 'keyctl', 'fuse', 'mount', 'mknod', 'force_rw_sys'}
+
+
+class Rule:
+    """One variable's rule beyond its type: fn(value) -> a reason or None."""
+
+    def __init__(self, check, what):
+        self.check = check
+        self.what = what
+
+
+def _number(minimum, maximum, unit=''):
+    def check(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return 'not a number'
+        if not math.isfinite(value):
+            return 'not a finite number'
+        if not minimum <= value <= maximum:
+            return 'out of range'
+        return None
+    return Rule(check, 'a number from %s to %s%s' % (minimum, maximum, ' ' + unit if unit else ''))
+
+
+def _pattern(regex, what, empty=False):
+    def check(value):
+        if empty and value == '':
+            return None
+        if not isinstance(value, str) or not regex.fullmatch(value):
+            return 'not allowed'
+        return None
+    return Rule(check, what + (' (or empty)' if empty else ''))
+
+
+def _path_error(value, empty=False, suffixes=None):
+    if empty and value == '':
+        return None
+    if not isinstance(value, str) or not value.startswith('/') or '\\' in value:
+        return 'not an absolute path'
+    parts = value.split('/')
+    if '..' in parts or '.' in parts or '//' in value or re.search(r'\s', value):
+        return 'not a plain absolute path'
+    normal = value.rstrip('/') or '/'
+    if normal in SYSTEM_DIRS or (normal + '/').startswith(SYSTEM_TREES) or (
+            normal.startswith('/dev/') and not normal.startswith('/dev/shm/')):
+        return 'a system directory'
+    if suffixes and not normal.endswith(suffixes):
+        return 'not a %s file' % ' or '.join(suffixes)
+    return None
+
+
+def _path(empty=False, suffixes=None, what='an absolute path that is not a system directory'):
+    return Rule(lambda value: _path_error(value, empty, suffixes), what + (' (or empty)' if empty else ''))
+
+
+def _each(rule):
+    def check(value):
+        if not isinstance(value, (list, tuple)):
+            return 'not a list'
+        for index, item in enumerate(value):
+            reason = rule.check(item)
+            if reason:
+                return 'item %d (%s) is %s' % (index, show(item), reason)
+        return None
+    return Rule(check, 'a list, each item ' + rule.what)
+
+
+def _vmid(allow_zero):
+    def check(value):
+        if isinstance(value, bool) or not isinstance(value, int):
+            return 'not an integer'
+        if allow_zero and value == 0:
+            return None
+        return None if VMID_MIN <= value <= VMID_MAX else 'out of range'
+    return Rule(check, 'an integer from %d to %d%s' % (VMID_MIN, VMID_MAX, ' (0: none)' if allow_zero else ''))
+
+
+def _gpus(value):
+    if value == 'all':
+        return None
+    if not isinstance(value, (list, tuple)) or not value:
+        return "neither 'all' nor a list of GPU indexes"
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item <= 63:
+            return 'item %s is not a GPU index from 0 to 63' % show(item)
+    return None
+
+
+def _net(value):
+    for key, item in value.items():
+        if not isinstance(key, str) or not NET_KEY.fullmatch(key):
+            return 'has the key %s (netN)' % show(key)
+        if not isinstance(item, (str, dict)):
+            return '%s is neither a property string nor a dict' % key
+    return None
+
+
+def _features(value):
+    for key, item in value.items():
+        if key not in FEATURES:
+            return 'has the feature %s (%s)' % (show(key), ', '.join(sorted(FEATURES)))
+        if not isinstance(item, bool):
+            return '%s: %s is not a boolean' % (key, show(item))
+    return None
+
+
+def _tp_size(value):
+    if isinstance(value, bool):
+        return 'a boolean'
+    if isinstance(value, str) and re.fullmatch(r'[0-9]{1,3}', value):
+        value = int(value)
+    if not isinstance(value, int) or not 1 <= value <= 256:
+        return 'not an integer from 1 to 256'
+    return None
+
+
+def _filter(function, *args):
+    def check(value):
+        try:
+            function(value, *args)
+        except AnsibleFilterError as exc:
+            return str(exc)
+        return None
+    return check
+
+
+def _api_key(value):
+    if not isinstance(value, str):
+        return 'sglang_server_api_key is a %s; it must be a string (quote it)' % type(value).__name__
+    return _filter(lambda v: sglang_server_config({}, v))(value)
+
+
+RULES = {
+    # proxmox_container: pve-container's ranges and formats, as pct_container checks them
+    # required: cross_host_errors says so once
+    'proxmox_container_node': _pattern(NODE_NAME, 'the inventory name of a proxmox_hypervisors host', empty=True),
+    'proxmox_container_vmid': _vmid(allow_zero=False),
+    'proxmox_container_ostemplate': _pattern(OSTEMPLATE_RE, '<storage>:vztmpl/<file> or an absolute path', empty=True),
+    'proxmox_container_storage': _pattern(STORAGE_RE, 'a Proxmox storage id'),
+    'proxmox_container_rootfs_size': _number(0, 131072, 'GiB (0: pct default)'),
+    'proxmox_container_ssh_public_keys': _each(_pattern(SSH_KEY_RE, 'an OpenSSH public key line')),
+    'proxmox_container_hostname': _pattern(HOSTNAME_RE, 'a DNS name'),
+    'proxmox_container_net': Rule(_net, 'netN keys to property strings or dicts'),
+    'proxmox_container_cores': _number(1, 8192, 'cores'),
+    'proxmox_container_memory': _number(16, 268435456, 'MiB'),
+    'proxmox_container_swap': _number(0, 268435456, 'MiB'),
+    'proxmox_container_features': Rule(_features, 'features to booleans'),
+    'proxmox_container_shm_size': _pattern(SHM_SIZE_RE, 'a tmpfs size: a number with k, m, g, t or % (64G, 64T, 50%)'),
+    'proxmox_container_gpus': Rule(_gpus, "'all' or a list of GPU indexes from 0 to 63"),
+    'proxmox_container_extra_devices': _each(_pattern(DEVICE, 'a /dev path with optional ,gid= ,uid= ,mode=')),
+    'proxmox_container_raw_lxc': _each(_pattern(RAW_LXC, 'an lxc.<key>: <value> line')),
+    'proxmox_container_shutdown_timeout': _number(1, 86400, 'seconds'),
+    'proxmox_container_wait_timeout': _number(1, 86400, 'seconds'),
+    # gpu_check
+    'gpu_check_nvidia_smi_path': _path(empty=True),
+    'gpu_check_driver_version': _pattern(DRIVER_VERSION, 'a driver version such as 580.159.04', empty=True),
+    'gpu_check_driver_version_min': _pattern(DRIVER_VERSION, 'a driver version such as 580', empty=True),
+    'gpu_check_gpu_count': _number(0, 64, 'GPUs (0: any)'),
+    'gpu_check_memory_used_max_mib': _number(0, 1048576, 'MiB'),
+    'gpu_check_hypervisor': _pattern(NODE_NAME, 'an inventory host name', empty=True),
+    'gpu_check_reclaim_signal_timeout': _number(1, 3600, 'seconds'),
+    'gpu_check_reclaim_kill_timeout': _number(1, 3600, 'seconds'),
+    'gpu_check_reclaim_wait_timeout': _number(1, 86400, 'seconds'),
+    # ml_env
+    'ml_env_path': _path(),
+    'ml_env_python': _path(what='an absolute path'),
+    'ml_env_packages': _each(_pattern(REQUIREMENT, 'a requirement spec such as sglang==0.5.23 (not a pip option)')),
+    'ml_env_wheelhouse': _path(empty=True),
+    'ml_env_editable': _each(_path()),
+    'ml_env_import_checks': _each(_pattern(DOTTED_NAME, 'a dotted module name')),
+    # sglang_patch
+    'sglang_patch_python': _path(empty=True, what='an absolute path'),
+    # sglang_server
+    'sglang_server_unit': _pattern(UNIT_NAME, 'a unit name: letters, digits and :_.@-'),
+    'sglang_server_python': _path(what='an absolute path'),
+    'sglang_server_module': _pattern(DOTTED_NAME, 'a dotted module name'),
+    'sglang_server_model_path': _path(empty=True),   # required: cross_host_errors says so once
+    'sglang_server_host': _pattern(HOST, 'an address or host name'),
+    'sglang_server_port': _number(1, 65535),
+    'sglang_server_tp_size': Rule(_tp_size, 'an integer from 1 to 256'),
+    'sglang_server_flags': Rule(_filter(lambda v: sglang_server_config(v)), 'SGLang flags'),
+    'sglang_server_extra_args': Rule(_filter(lambda v: sglang_server_config({}, '', v)), 'SGLang arguments'),
+    'sglang_server_dump_dir': _path(),
+    'sglang_server_shm_min_free_gib': _number(0, 1048576, 'GiB'),
+    'sglang_server_stale_shm_patterns': _each(_pattern(SHM_PATTERN, 'a segment name prefix with an optional * at '
+                                                                    'the end (nccl-*)')),
+    'sglang_server_env': Rule(_filter(systemd_environment), 'NAME: value'),
+    'sglang_server_api_key': Rule(_api_key, 'a string on one line'),
+    'sglang_server_config_file': _path(suffixes=('.yaml', '.yml'), what='an absolute .yaml path'),
+    'sglang_server_log_file': _path(),
+    'sglang_server_stop_timeout': _number(1, 86400, 'seconds'),
+    'sglang_server_restart_sec': _number(0, 86400, 'seconds'),
+    'sglang_server_start_limit_burst': _number(1, 1000),
+    'sglang_server_start_limit_interval': _number(0, 604800, 'seconds'),
+    'sglang_server_limit_nofile': _number(1024, 1073741816),
+    'sglang_server_hypervisor': _pattern(NODE_NAME, 'an inventory host name', empty=True),
+    'sglang_server_vmid': _vmid(allow_zero=True),
+    'sglang_server_ready_timeout': _number(1, 172800, 'seconds'),
+}
+
+
+# rules whose reason is already a whole message naming the variable (the filters')
+MESSAGE_RULES = frozenset(RULES[name].check for name in (
+    'sglang_server_flags', 'sglang_server_extra_args', 'sglang_server_env', 'sglang_server_api_key'))
+
+
+def load_specs(collection=COLLECTION):
+    """{role: options of its main entry point}, from each role's meta/argument_specs.yml."""
+    import yaml  # pylint: disable=import-outside-toplevel
+
+    specs = {}
+    for role in ROLES:
+        with open(os.path.join(collection, 'roles', role, 'meta', 'argument_specs.yml')) as f:
+            specs[role] = yaml.safe_load(f)['argument_specs']['main']['options']
+    return specs
+
+
+def _control_errors(name, value, secret):
+    """A message if any string in value (keys too) holds a control character."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, str) and bad_character(item) is not None:
+            return ['%s=%s holds a control character (%r); give it on one line without them'
+                    % (name, '(hidden)' if secret else show(value), bad_character(item))]
+    return []
+
+
+def role_value_errors(options, values):
+    """Messages for the values (given ones only) of one role: types and choices, then RULES."""
+    given = dict((k, v) for k, v in values.items() if k in options)
+    if not given:
+        return []
+    errors = []
+    for name in sorted(given):
+        # Ansible's int conversion fails with OverflowError on inf: refuse it first
+        if isinstance(given[name], float) and not math.isfinite(given[name]):
+            errors.append('%s=%r is not a finite number' % (name, given[name]))
+    given = dict((k, v) for k, v in given.items() if not (isinstance(v, float) and not math.isfinite(v)))
+    spec = dict((name, dict((k, v) for k, v in option.items() if k not in ('description', 'default')))
+                for name, option in options.items() if name in given)
+    result = ArgumentSpecValidator(spec).validate(given)
+    for error in result.errors:
+        text = str(error)
+        for name in spec:
+            if spec[name].get('no_log') and isinstance(given[name], str) and given[name]:
+                text = text.replace(given[name], '(hidden)')
+        errors.append(text)
+    converted = result.validated_parameters
+    failed = set(name for name in spec if any(name in str(e) for e in result.errors))
+    for name in sorted(given):
+        secret = bool(spec[name].get('no_log'))
+        control = _control_errors(name, given[name], secret)
+        if control:
+            errors.extend(control)
+            continue
+        if name in failed or name not in RULES:
+            continue
+        # the spec's conversion ('8' to 8 for an int, "a,b" to a list); a secret is checked as
+        # given (the API key must be a string, not a number turned into one)
+        value = given[name] if secret else converted.get(name, given[name])
+        reason = RULES[name].check(value)
+        if reason:
+            if RULES[name].check in MESSAGE_RULES:
+                errors.append(reason)
+            else:
+                errors.append('%s=%s is %s; give %s' % (name, '(hidden)' if secret else show(given[name]), reason,
+                                                         RULES[name].what))
+    return errors
+
+
+def host_value_errors(specs, values):
+    """Messages for every role's variables among one host's values."""
+    errors = []
+    for role in ROLES:
+        errors.extend(role_value_errors(specs[role], values))
+    return errors
+
+
+def _as_int(value):
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r'[0-9]{1,12}', value):
+        return int(value)
+    return None
+
+
+def cross_host_errors(hosts, hypervisors):
+    """The rules across an inventory's hosts: {host: {variable: value}} -> messages.
+
+    Every container names a proxmox_hypervisors host and a vmid, two on one node never share
+    a vmid (compared as integers: 471, "471" and "0471" are one container), the model path
+    is set, and tp-size divides the GPU count when both are known.
+    """
+    errors = []
+    placed = {}
+    for host in sorted(hosts):
+        values = hosts[host]
+        node = values.get('proxmox_container_node')
+        if node in (None, ''):
+            errors.append('%s: proxmox_container_node is not set; give the inventory name of its hypervisor (%s)'
+                          % (host, ', '.join(hypervisors) or 'the proxmox_hypervisors group is empty'))
+        elif node not in hypervisors:
+            errors.append('%s: proxmox_container_node=%s is not a host of the proxmox_hypervisors group (%s)'
+                          % (host, show(node), ', '.join(hypervisors) or 'empty'))
+        vmid = _as_int(values.get('proxmox_container_vmid'))
+        if 'proxmox_container_vmid' not in values:
+            errors.append('%s: proxmox_container_vmid is not set; give its container id on %s' % (host, node))
+        elif vmid is not None and node:
+            placed.setdefault((node, vmid), []).append(host)
+        if not values.get('sglang_server_model_path'):
+            errors.append('%s: sglang_server_model_path is not set; give the absolute path of the model dir' % host)
+        flags = values.get('sglang_server_flags') if isinstance(values.get('sglang_server_flags'), dict) else {}
+        tp_size = _as_int(flags.get('tp-size', values.get('sglang_server_tp_size')))
+        gpus = _as_int(values.get('gpu_check_gpu_count'))
+        if tp_size and gpus and gpus % tp_size:
+            errors.append('%s: tp-size %d (sglang_server_tp_size or sglang_server_flags.tp-size) does not divide '
+                          'gpu_check_gpu_count=%d' % (host, tp_size, gpus))
+    for (node, vmid), same in sorted(placed.items()):
+        if len(same) > 1:
+            errors.append('%s are all container %d on %s (proxmox_container_vmid %s)'
+                          % (' and '.join(same), vmid, node,
+                             ', '.join(show(hosts[h]['proxmox_container_vmid']) for h in same)))
+    return errors
+
+
+def _serial_error(value):
+    if isinstance(value, bool):
+        return 'a boolean'
+    if isinstance(value, int):
+        return None if value >= 1 else 'less than 1'
+    if isinstance(value, str):
+        if re.fullmatch(r'[1-9][0-9]{0,5}', value):
+            return None
+        match = re.fullmatch(r'([0-9]{1,3})%', value)
+        if match:
+            return None if 1 <= int(match.group(1)) <= 100 else 'a percentage out of 1% to 100%'
+    return 'neither a number of hosts nor a percentage'
+
+
+def rollout_errors(serial, max_fail_percentage, reclaim, force):
+    """extract.yml's own variables: extract_serial, extract_max_fail_percentage, extract_reclaim, extract_force."""
+    errors = []
+    items = serial if isinstance(serial, (list, tuple)) else [serial]
+    if isinstance(serial, (list, tuple)) and not serial:
+        errors.append('extract_serial=[] is empty; give a number of hosts, a percentage (50%) or a list of them')
+    for item in items:
+        reason = _serial_error(item)
+        if reason:
+            errors.append('extract_serial=%s: %s is %s; give a number of hosts (1 or more), a percentage from 1%% to '
+                          '100%% or a list of them ([1, "100%%"])' % (show(serial), show(item), reason))
+            break
+    value = _as_int(max_fail_percentage)
+    if value is None or not 0 <= value <= 100:
+        errors.append('extract_max_fail_percentage=%s is not an integer from 0 to 100' % show(max_fail_percentage))
+    for name, flag in (('extract_reclaim', reclaim), ('extract_force', force)):
+        if not isinstance(flag, bool) and str(flag).lower() not in ('true', 'false', 'yes', 'no', '1', '0'):
+            errors.append('%s=%s is not a boolean' % (name, show(flag)))
+    return errors

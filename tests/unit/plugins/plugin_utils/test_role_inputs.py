@@ -1,0 +1,218 @@
+"""Each role variable refuses the bad values a new user types, naming the variable, through
+its argument spec (Ansible's ArgumentSpecValidator over meta/argument_specs.yml) and the
+rules that format cannot hold (plugin_utils/role_inputs.py); the good values pass."""
+
+import pytest
+import yaml
+
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
+    RULES, ROLES, cross_host_errors, host_value_errors, load_specs, role_value_errors, rollout_errors)
+
+SPECS = load_specs()
+ROLE_OF = dict((name, role) for role, options in SPECS.items() for name in options)
+NAN, INF = float('nan'), float('inf')
+KEY = 'sk-secret-value-0123'
+
+BAD = {
+    'proxmox_container_node': ['pve 1', 'pve1\n', '-pve', ['pve1'], 'pve1;reboot'],
+    'proxmox_container_vmid': [-1, 0, 99, 1000000000, 'abc', '471\n', True, 1.5, [471]],
+    'proxmox_container_ostemplate': ['local:vztmpl/a b.tar', 'x\n', 'vztmpl.tar'],
+    'proxmox_container_storage': ['local lvm', '-x', 'a\n', ''],
+    'proxmox_container_rootfs_size': [-5, 131073, 'big', True, 1e300],
+    'proxmox_container_ssh_public_keys': [['not a key'], ['ssh-ed25519 AAAA\nssh-rsa BBBB'], [''], 'ssh-ed25519'],
+    'proxmox_container_hostname': ['host_name', 'a..b', '-a', 'x' * 64, 'a\n'],
+    'proxmox_container_net': [{'eth0': 'bridge=vmbr0'}, {'net0': ['x']}, {'net0': 'ip=1.2.3.4\nlxc.x: y'}, 'net0'],
+    'proxmox_container_cores': [0, -1, 8193, 'eight', True],
+    'proxmox_container_memory': [0, 15, -1, 268435457, 'lots'],
+    'proxmox_container_swap': [-1, 268435457, 'none'],
+    'proxmox_container_features': [{'nesting': 'yes please'}, {'bogus': True}, {'nesting\n': True}],
+    'proxmox_container_shm_size': ['64G\n', '-5', '0', '64 G', '64GB', 'big', '', '50%%', '64G,uid=0'],
+    'proxmox_container_gpus': ['some', [], [-1], [64], [True], ['0'], 0],
+    'proxmox_container_extra_devices': [['dri/renderD128'], ['/dev/dri\n'], ['/dev/x,gid=abc'], ['/etc/passwd']],
+    'proxmox_container_raw_lxc': [['lxc.cgroup2.devices.allow c 195:* rwm'], ['x: y'], ['lxc.a: b\nlxc.c: d'],
+                                  ['lxc.a:']],
+    'proxmox_container_shutdown_timeout': [0, -1, 86401, NAN, 'soon'],
+    'proxmox_container_wait_timeout': [0, -10, 86401, INF],
+    'proxmox_container_unprivileged': ['maybe', 2, [True]],
+    'proxmox_container_allow_restart': ['sometimes', 5],
+    'gpu_check_nvidia_smi_path': ['nvidia-smi', '/usr/bin/nvidia-smi\n', '/usr/bin', '/usr/../bin/nvidia-smi'],
+    'gpu_check_driver_version': ['580.159.04\n', 'v580', '580.', 'latest', '580.159.04.1'],
+    'gpu_check_driver_version_min': ['580\n', '>=580', 'x'],
+    'gpu_check_gpu_count': [-1, 65, 'eight', True, 2.5],
+    'gpu_check_gpu_model': ['NVIDIA H200\n', 'NVIDIA\tH200'],
+    'gpu_check_memory_used_max_mib': [-1, 1048577, 'none'],
+    'gpu_check_hypervisor': ['pve 1', 'pve1\n'],
+    'gpu_check_reclaim_signal_timeout': [0, -1, 3601, NAN],
+    'gpu_check_reclaim_kill_timeout': [0, 3601, INF],
+    'gpu_check_reclaim_wait_timeout': [0, -5, 86401],
+    'gpu_check_require_idle': ['perhaps'],
+    'ml_env_path': ['/', '/usr', '/root', '/etc', '/usr/local', 'relative/venv', '/root/../etc', '/proc/self',
+                    '/root/ml env', '/opt/venv\n', ''],
+    'ml_env_python': ['python3', '/usr/bin/python3\n', ''],
+    'ml_env_packages': [['--index-url=http://evil'], ['-e /tmp/x'], ['sglang==0.5.23\n'], ['sglang; rm -rf /;\n'],
+                        ['']],
+    'ml_env_wheelhouse': ['wheels', '/tmp', '/root/wh\n'],
+    'ml_env_editable': [['relative/src'], ['/'], ['/root/src\n']],
+    'ml_env_import_checks': [['sglang launch'], ['sglang.'], ['1sglang'], ['sglang\n']],
+    'ml_env_pip_extra_args': ['--pre\n--index-url x'],
+    'sglang_patch_state': ['installed', 'PRESENT', ''],
+    'sglang_patch_python': ['python', '/usr/bin/python3\n'],
+    'sglang_patch_backup': ['often'],
+    'sglang_server_unit': ['sglang extraction', 'sglang\n', '-x', '../evil', ''],
+    'sglang_server_python': ['python', '/root/ml-env/bin/python\n'],
+    'sglang_server_module': ['sglang.launch_server --api-key x', 'sglang/launch_server', 'sglang.\n'],
+    'sglang_server_model_path': ['models/kimi', '/srv/models\n', '/', '/usr'],
+    'sglang_server_host': ['0.0.0.0\n', 'a host', ''],
+    'sglang_server_port': [0, -1, 65536, 'http', True, 80.5, '80\n'],
+    'sglang_server_tp_size': [0, -1, 'eight', True, 257, 2.5, '8\n'],
+    'sglang_server_flags': [{'port\n': 1}, {'--port': 1}, {'api-key': 'x'}, {'config': '/x.yaml'},
+                            {'disable-cuda-graph': True}, {'chat-template': 'a\nb'},
+                            {'mem-fraction-static': NAN}, 'not a dict'],
+    'sglang_server_extra_args': [['value-first'], ['--ok', 'a\nb'], ['--api-key', 'x'], ['--config', 'y.yaml']],
+    'sglang_server_dump_dir': ['dumps', '/dev/shm', '/', '/tmp', '/dev/shm/hs\n'],
+    'sglang_server_shm_min_free_gib': [-5, -0.1, NAN, INF, 'lots', 1e300],
+    'sglang_server_undrained_dumps': ['delete', 'MOVE', ''],
+    'sglang_server_stale_shm_patterns': [['*'], ['*nccl'], [''], ['nccl-*-*'], ['../x*'], ['a*b'], ['nccl-*\n']],
+    'sglang_server_interconnect': ['infiniband', 'NVLink', ''],
+    'sglang_server_env': [{'A': 'x\ny'}, {'1A': 'x'}, {'A B': 'x'}, {'A': ['x']}, {'A': None}],
+    'sglang_server_api_key': [KEY + '\n', 'sk\r', ' ' + KEY, KEY + ' ', 12345, ['sk'], {'k': 'v'}, 'sk\x00x'],
+    'sglang_server_config_file': ['/etc/sglang/x.conf', 'x.yaml', '/etc/sglang', '/etc/sglang/x.yaml\n'],
+    'sglang_server_log_file': ['sglang.log', '/var/log', '/var/log/x.log\n'],
+    'sglang_server_stop_timeout': [0, -1, 86401, 'forever'],
+    'sglang_server_restart_sec': [-1, 86401, 'soon'],
+    'sglang_server_start_limit_burst': [0, 1001, -3],
+    'sglang_server_start_limit_interval': [-1, 604801],
+    'sglang_server_limit_nofile': [0, 1023, 1073741817, 'unlimited'],
+    'sglang_server_hypervisor': ['pve 1', 'pve1\n'],
+    'sglang_server_vmid': ['abc', -1, 99, 1000000000, True, '471\n'],
+    'sglang_server_ready_timeout': [0, -1, 172801, NAN],
+}
+# rule 1 for every string variable: a newline or another control character in it
+STRINGS = sorted(name for options in SPECS.values() for name, option in options.items() if option['type'] == 'str')
+CASES = [(name, value) for name, values in BAD.items() for value in values] + \
+    [(name, value) for name in STRINGS for value in ('two\nlines', 'esc\x1bape', 'cr\r')]
+
+
+def test_every_rule_is_for_a_variable_of_a_role_spec():
+    assert set(RULES) <= set(ROLE_OF)
+
+
+def test_the_cases_cover_every_rule_and_are_many():
+    assert set(RULES) <= set(BAD)
+    assert len(CASES) >= 300
+
+
+@pytest.mark.parametrize('name,value', CASES, ids=['%s=%r' % case for case in CASES])
+def test_a_bad_value_is_refused_naming_the_variable(name, value):
+    errors = role_value_errors(SPECS[ROLE_OF[name]], {name: value})
+    assert errors, '%s=%r was accepted' % (name, value)
+    assert name in errors[0]
+    assert KEY not in '\n'.join(errors)       # the key is never shown
+
+
+GOOD = {
+    'proxmox_container_vmid': [100, 471, '471', 999999999],
+    'proxmox_container_shm_size': ['64T', '64G', '512m', '50%', '1g', '256G'],
+    'proxmox_container_rootfs_size': [0, 32],
+    'proxmox_container_gpus': ['all', [0, 1], [7]],
+    'proxmox_container_ostemplate': ['', 'local:vztmpl/debian-12-eagle3_amd64.tar'],
+    'proxmox_container_raw_lxc': [['lxc.cgroup2.devices.allow: c 195:* rwm']],
+    'proxmox_container_extra_devices': [['/dev/dri/renderD128,gid=104']],
+    'gpu_check_driver_version': ['', '580.159.04', '535.104.05'],
+    'ml_env_path': ['/root/ml-env', '/opt/eagle3/venv'],
+    'ml_env_packages': [['sglang==0.5.23', 'torch>=2.4,<2.6', 'sglang[all]==0.5.14', 'pkg; python_version>"3.8"']],
+    'sglang_server_tp_size': [1, 8, '8'],
+    'sglang_server_vmid': [0, 471, '471'],
+    'sglang_server_shm_min_free_gib': [0, 0.25, 8, '8'],
+    'sglang_server_interconnect': ['nvlink', 'pcie'],
+    'sglang_server_stale_shm_patterns': [['nccl-*', 'psm_*', 'sglang_hs_0']],
+    'sglang_server_api_key': ['', KEY, 'key with inner spaces'],
+    'sglang_server_flags': [{'mem-fraction-static': 0.88, 'disable-prefill-cuda-graph': True, 'cuda-graph-bs': [1, 2]}],
+    'sglang_server_env': [{'NCCL_PROTO': 'LL', 'N': 16}],
+}
+
+
+@pytest.mark.parametrize('name,value', [(n, v) for n, vs in GOOD.items() for v in vs])
+def test_a_good_value_passes(name, value):
+    assert role_value_errors(SPECS[ROLE_OF[name]], {name: value}) == []
+
+
+@pytest.mark.parametrize('role', ROLES)
+def test_every_default_that_is_not_a_template_passes(role):
+    with open('roles/%s/defaults/main.yml' % role) as f:
+        defaults = yaml.safe_load(f)
+    # the vmid's 0 stands for "set it per host" (cross_host_errors asks for it)
+    plain = dict((k, v) for k, v in defaults.items() if not (isinstance(v, str) and '{{' in v)
+                 and k != 'proxmox_container_vmid')
+    assert role_value_errors(SPECS[role], plain) == []
+
+
+@pytest.mark.parametrize('inventory', ['demo', 'example'])
+def test_the_shipped_inventories_pass(inventory):
+    with open('inventory/%s/group_vars/extraction_servers.yml' % inventory) as f:
+        group = yaml.safe_load(f)
+    plain = dict((k, v) for k, v in group.items() if '{{' not in repr(v))
+    assert host_value_errors(SPECS, plain) == []
+
+
+def host(node='pve1', vmid=471, **more):
+    return dict({'proxmox_container_node': node, 'proxmox_container_vmid': vmid,
+                 'sglang_server_model_path': '/srv/models/m'}, **more)
+
+
+@pytest.mark.parametrize('vmids', [(471, '471'), (471, '0471'), ('471', '0471'), (471, 471)])
+def test_vmids_are_compared_as_integers(vmids):
+    errors = cross_host_errors({'ct1': host(vmid=vmids[0]), 'ct2': host(vmid=vmids[1])}, ['pve1'])
+    assert len(errors) == 1 and 'ct1 and ct2 are all container 471 on pve1' in errors[0]
+
+
+def test_the_same_vmid_on_two_nodes_is_fine():
+    assert cross_host_errors({'ct1': host('pve1'), 'ct2': host('pve2')}, ['pve1', 'pve2']) == []
+
+
+@pytest.mark.parametrize('values,expected', [
+    (host(node='localhost'), "proxmox_container_node='localhost' is not a host of the proxmox_hypervisors"),
+    (host(node=''), 'proxmox_container_node is not set'),
+    ({'proxmox_container_node': 'pve1', 'sglang_server_model_path': '/m'}, 'proxmox_container_vmid is not set'),
+    (host(sglang_server_model_path=''), 'sglang_server_model_path is not set'),
+    ({'proxmox_container_node': 'pve1', 'proxmox_container_vmid': 471}, 'sglang_server_model_path is not set'),
+    (host(sglang_server_tp_size=3, gpu_check_gpu_count=8), 'tp-size 3'),
+    (host(sglang_server_flags={'tp-size': 3}, gpu_check_gpu_count=8), 'tp-size 3'),
+    (host(sglang_server_tp_size='16', gpu_check_gpu_count=8), 'tp-size 16'),
+])
+def test_a_container_that_breaks_a_rule_across_hosts_is_named(values, expected):
+    errors = cross_host_errors({'ct1': values}, ['pve1'])
+    assert any(error.startswith('ct1: ') and expected in error for error in errors), errors
+
+
+def test_tp_size_that_divides_the_gpus_passes():
+    assert cross_host_errors({'ct1': host(sglang_server_tp_size=4, gpu_check_gpu_count=8)}, ['pve1']) == []
+
+
+@pytest.mark.parametrize('serial,max_fail,reclaim,force,name', [
+    ('abc', 100, True, False, 'extract_serial'),
+    (-1, 100, True, False, 'extract_serial'),
+    (0, 100, True, False, 'extract_serial'),
+    ('150%', 100, True, False, 'extract_serial'),
+    ('0%', 100, True, False, 'extract_serial'),
+    ([], 100, True, False, 'extract_serial'),
+    ([1, 'x'], 100, True, False, 'extract_serial'),
+    (True, 100, True, False, 'extract_serial'),
+    ('1\n', 100, True, False, 'extract_serial'),
+    ('100%', 'abc', True, False, 'extract_max_fail_percentage'),
+    ('100%', -1, True, False, 'extract_max_fail_percentage'),
+    ('100%', '150%', True, False, 'extract_max_fail_percentage'),
+    ('100%', 101, True, False, 'extract_max_fail_percentage'),
+    ('100%', [], True, False, 'extract_max_fail_percentage'),
+    ('100%', True, True, False, 'extract_max_fail_percentage'),
+    ('100%', 100, 'maybe', False, 'extract_reclaim'),
+    ('100%', 100, True, 'always', 'extract_force'),
+])
+def test_bad_rollout_values_are_refused(serial, max_fail, reclaim, force, name):
+    errors = rollout_errors(serial, max_fail, reclaim, force)
+    assert len(errors) == 1 and errors[0].startswith(name + '=')
+
+
+@pytest.mark.parametrize('serial', ['100%', '50%', 1, '3', [1, '100%'], [1, 2, '50%']])
+def test_good_rollout_values_pass(serial):
+    assert rollout_errors(serial, '0', 'true', False) == []
