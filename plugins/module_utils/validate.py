@@ -130,8 +130,11 @@ def given_errors(params, given, numbers=()):
     errors = control_character_errors(source)
     for name in numbers:
         value = source.get(name)
-        for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, bool):
+        converted = params.get(name)
+        for index, item in enumerate(value if isinstance(value, list) else [value]):
+            # a boolean that survived the conversion is number_error's to report; one turned into 1.0 is ours
+            survived = converted[index] if isinstance(converted, list) and index < len(converted) else converted
+            if isinstance(item, bool) and not isinstance(survived, bool):
                 errors.append('%s: %s is a boolean, not a number' % (name, item))
                 break
     return errors

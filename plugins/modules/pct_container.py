@@ -366,6 +366,7 @@ import re
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.eagle3.extraction.plugins.module_utils.redact import redact_text
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import (
     executable_file_error, fullmatch_error, given_errors, given_values, strict_module, number_errors, show, vmid_error)
 from ansible_collections.eagle3.extraction.plugins.module_utils.pct import (
@@ -772,10 +773,12 @@ def main():
     try:
         result = task.run()
     except PctError as exc:
-        module.fail_json(msg=str(exc), rc=exc.rc, stdout=exc.stdout, stderr=exc.stderr, cmd=exc.argv,
+        module.fail_json(msg=redact_text(str(exc)), rc=exc.rc, stdout=redact_text(exc.stdout),
+                         stderr=redact_text(exc.stderr), cmd=exc.argv,
                          vmid=task.vmid, commands=task.changing, changes=task.result['changes'])
     except (InputError, PctOutputError) as exc:
-        module.fail_json(msg=str(exc), vmid=task.vmid, commands=task.changing, changes=task.result['changes'])
+        module.fail_json(msg=redact_text(str(exc)), vmid=task.vmid, commands=task.changing,
+                         changes=task.result['changes'])
     except (IOError, OSError) as exc:
         module.fail_json(msg='CT %d: %s' % (task.vmid, exc), vmid=task.vmid, commands=task.changing)
     module.exit_json(**result)
