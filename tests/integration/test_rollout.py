@@ -119,7 +119,7 @@ class Run(object):
         return rows, [line for line in lines if line.startswith('FAILED') or 'servers healthy' in line]
 
 
-def extract(tmp_path, name, playbook='extract.yml', inventories=(), extravars=None, collections=None):
+def extract(tmp_path, name, playbook='extract.yml', inventories=(), extravars=None, collections=None, tags=None):
     """Run a playbook of the collection, from the checkout or (collections) the installed copy."""
     envvars = {'ANSIBLE_HOST_KEY_CHECKING': 'false', 'ANSIBLE_CONFIG': os.path.join(REPO, 'ansible.cfg')}
     # ansible-runner finds ansible-playbook on this process's PATH: the controller venv's
@@ -132,7 +132,7 @@ def extract(tmp_path, name, playbook='extract.yml', inventories=(), extravars=No
     runner = ansible_runner.run(
         private_data_dir=str(private), project_dir=REPO, playbook=playbook,
         inventory=[DEMO_INVENTORY] + [str(path) for path in inventories], extravars=extravars or {},
-        envvars=envvars, quiet=True)
+        envvars=envvars, quiet=True, tags=tags)
     result = Run(runner)
     (private / 'output.log').write_text(result.output)
     return result
@@ -383,6 +383,43 @@ def test_bad_values_fail_in_preflight_with_nothing_changed(tmp_path, state):
         assert result.roles_run(host) == ['proxmox_container', 'gpu_check', 'sglang_server']
         assert ct(host, 'sha256sum /etc/systemd/system/sglang-extraction.service').stdout == units[host]
         assert ct(host, 'systemctl is-active sglang-extraction.service').stdout.strip() == 'active'
+
+
+# every role, each slice of its own tags on its own: the preflight runs with it, and no step
+# needs a variable only another step (or another role) sets
+ROLES_PLAYBOOK = """
+- name: The five roles on one container
+  hosts: ct1
+  gather_facts: false
+  roles:
+    - eagle3.extraction.proxmox_container
+    - role: eagle3.extraction.gpu_check
+      vars:
+        gpu_check_require_idle: false   # its server runs on those GPUs
+    - eagle3.extraction.ml_env
+    - role: eagle3.extraction.sglang_patch
+      vars:
+        sglang_patch_python: /root/ml-env/bin/python   # ml_env publishes it only when it runs
+    - eagle3.extraction.sglang_server
+"""
+
+
+@pytest.mark.parametrize('tag', ['proxmox_container_run', 'gpu_check_check', 'ml_env_configure',
+                                 'sglang_patch_configure', 'sglang_server_run', 'sglang_server_reclaim'])
+def test_each_role_step_runs_alone_with_its_tag(tmp_path, state, tag):
+    assert state.get('cold'), 'needs the cold run'
+    playbook = tmp_path / 'roles.yml'
+    playbook.write_text(ROLES_PLAYBOOK)
+    result = extract(tmp_path, tag, playbook=str(playbook), tags=tag)
+
+    assert result.rc == 0, result.output[-5000:]
+    assert result.changed_hosts() == {}
+    role = tag.rsplit('_', 1)[0]
+    assert role in result.roles_run('ct1')
+    preflight = [e for e in result.events if e.get('event') == 'runner_on_ok'
+                 and e['event_data'].get('task_path', '').split(':')[0].endswith('/preflight.yml')
+                 and e['event_data'].get('role', '').endswith(role)]
+    assert preflight, 'the preflight of %s did not run with --tags %s' % (role, tag)
 
 
 def test_undrained_dumps_can_stop_the_play_instead(tmp_path, state):
