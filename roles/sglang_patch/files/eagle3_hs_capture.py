@@ -541,7 +541,8 @@ class HiddenStateCapture:
         self._failure = None
         self._error_fd = None
         self._error_len = 0
-        self._stats_written = 0.0
+        self._stats_dirty = False
+        self._stats_stop = threading.Event()
         self._stats_tmp = os.path.join(self.dump_dir, f".{STATS_FILE}.{os.getpid()}.next")
         self._stats_fd = None  # the reserved temporary file the next stats go into
         self._waiting_for_space = 0  # writers now waiting for space
@@ -566,6 +567,10 @@ class HiddenStateCapture:
             target=self._dispatch_loop, name="eagle3-hs-dispatch", daemon=True
         )
         self._dispatcher.start()
+        self._stats_thread = threading.Thread(
+            target=self._stats_loop, name="eagle3-hs-stats", daemon=True
+        )
+        self._stats_thread.start()
         self._closed = False
         self._started = time.time()
         atexit.register(self.close)
@@ -949,6 +954,7 @@ class HiddenStateCapture:
         with self._idle:
             self._in_flight -= 1
             self._idle.notify_all()
+        self._stats_dirty = True
 
     def _stop_expired(self):
         deadline = self._stopping_until
@@ -961,6 +967,7 @@ class HiddenStateCapture:
         with self._stats_lock:
             self.skipped[reason] += 1
             first = self.skipped[reason] == 1
+        self._stats_dirty = True
         if first:
             logger.warning("hidden-state capture: not dumped: rid %r: %s (counted as %r in %s;"
                            " logged once)", rid, SKIP_REASONS[reason], reason, self.stats_path)
@@ -990,16 +997,16 @@ class HiddenStateCapture:
             }
 
     def _write_stats(self, force=False):
-        """CAPTURE_STATS.json, at most once a second (and on stop).
+        """CAPTURE_STATS.json: now (``force``), or by the stats thread within a second.
 
         Written into a temporary file whose blocks were reserved beforehand, then
         renamed over the last one: a full dump dir, the moment the stats matter
         most, cannot keep them from being written, and a reader never sees half.
         """
-        now = time.monotonic()
-        if not force and now - self._stats_written < _STATS_INTERVAL_S:
+        if not force:
+            self._stats_dirty = True
             return
-        self._stats_written = now
+        self._stats_dirty = False
         data = json.dumps(self.stats_snapshot(), indent=1, sort_keys=True).encode()
         with self._stats_file_lock:  # one writer of the temporary file at a time
             try:
@@ -1016,6 +1023,11 @@ class HiddenStateCapture:
                 self._stats_fd = self._reserve(self._stats_tmp, _STATS_RESERVE_BYTES)
             except OSError as exc:  # a full disk before anything was reserved: next time
                 logger.debug("hidden-state capture: cannot write %s: %s", self.stats_path, exc)
+
+    def _stats_loop(self):
+        while not self._stats_stop.wait(_STATS_INTERVAL_S):
+            if self._stats_dirty:
+                self._write_stats(force=True)
 
     @staticmethod
     def _reserve(path, nbytes):
@@ -1102,6 +1114,8 @@ class HiddenStateCapture:
         self.stop(timeout, reason="close")
         self._jobs.put(None)
         self._dispatcher.join(timeout)
+        self._stats_stop.set()
+        self._stats_thread.join(timeout)
         self._pool.shutdown(wait=True)
         with self._stats_file_lock:
             if self._stats_fd is not None:

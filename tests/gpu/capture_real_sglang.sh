@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# The hidden-state capture inside real SGLang 0.5.14, on the GPU machine.
+#
+#   proof  the sglang_patch role patches the kit's sglang (and a second run changes
+#          nothing); a DeepSeek-V3-shaped model with random weights (--load-format
+#          dummy) is served with the capture on, and tests/gpu/capture_client.py
+#          checks: short prompts, prompts chunked over several passes, 16 at once,
+#          health checks, a rid-less request, a hex-looking rid, a long request
+#          aborted and sent again, then SIGTERM to the server's process group while
+#          requests are in flight (every 200 has its file); a restart removes *.tmp
+#          of the dead process and keeps every dump; a second server without the
+#          capture returns hidden states equal to the dumps; then a Kimi-K2.5-shaped
+#          config (KimiK25ForConditionalGeneration) is tried.
+#   bench  prompt tokens/s with the capture off and on, same run: hidden 7168,
+#          8 layers, 32 experts, 128 prompts of 2,048 tokens, 32 at a time, 3 rounds
+#          each (round 0 right after the start, rounds 1-2 steady).
+#
+# Needs the offline SGLang kit of ../shared/recipes/real-sglang (parts p01.. already
+# copied into /tmp/kit by earlier calls, p00 carried in .kit/p00) and ansible-core's
+# wheels in .whl/ (../shared/recipes/gpu-device.md). From the repository root:
+#     bash tests/gpu/capture_real_sglang.sh proof|bench
+# Prints PASS/FAIL lines; exit code 0 only if every check passed.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+MODE=${1:-proof}
+WORK=${CAPTURE_PROOF_WORK:-/tmp/capture_proof}
+KIT=${KIT:-/tmp/kit}
+NVIDIA_SMI=nvidia-smi
+mkdir -p "$KIT"
+# shellcheck source=tests/gpu/lib.sh
+. tests/gpu/lib.sh   # ansible-core from .whl, the checkout as eagle3.extraction; makes $WORK
+FAILS=0
+fail() { echo "FAIL $*"; FAILS=$((FAILS + 1)); }
+pass() { echo "PASS $*"; }
+
+# -- the kit -------------------------------------------------------------------------
+if [ ! -f "$KIT/env.sh" ]; then
+  cp -r .kit/p00/. "$KIT/"
+  if ! bash "$KIT/install.sh" >"$WORK/install.log" 2>&1; then
+    tail -30 "$WORK/install.log"; echo "FAIL the kit did not install"; exit 1
+  fi
+fi
+# the server runs with the kit's own PYTHONPATH (none in venv mode), not ansible's
+SGL_PYTHONPATH=$(unset PYTHONPATH; . "$KIT/env.sh"; echo "${PYTHONPATH:-}")
+SGL_PY=$(unset PYTHONPATH; . "$KIT/env.sh"; echo "$SGL_PY")
+export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} FLASHINFER_WORKSPACE_BASE=/tmp/fi_ws
+export PATH=$CUDA_HOME/bin:$PATH HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+CLIENT=(python3 tests/gpu/capture_client.py)
+echo "== capture in real SGLang: $MODE ($(date -u +%FT%TZ)) =="
+echo "[machine] $("$NVIDIA_SMI" --query-gpu=index,name,driver_version,memory.total --format=csv,noheader | tr '\n' ';')"
+echo "[sglang] $(env PYTHONPATH="$SGL_PYTHONPATH" "$SGL_PY" -c 'import importlib.metadata as m; print(m.version("sglang"), "torch", m.version("torch"))' 2>&1 | tail -1)"
+
+# -- the patch, by the role ------------------------------------------------------------
+patch_with_role() {
+  local run=$1
+  # the role runs the venv's python: it must see the kit's packages (target mode: PYTHONPATH)
+  env PYTHONPATH="${SGL_PYTHONPATH:+$SGL_PYTHONPATH:}$PYTHONPATH" ansible-playbook -i localhost, tests/gpu/capture_patch.yml \
+    -e "proof_python=$SGL_PY" >"$WORK/patch-$run.log" 2>&1
+  local rc=$?
+  grep -E '^localhost *:' "$WORK/patch-$run.log" | sed "s/^/[patch run $run] /"
+  [ "$rc" = 0 ] || tail -25 "$WORK/patch-$run.log"
+  return "$rc"
+}
+if [ "$MODE" = proof ]; then
+  patch_with_role 1 && pass "sglang_patch role patched the kit's deepseek_v2.py" \
+    || fail "sglang_patch role (see above)"
+  patch_with_role 2 && grep -qE 'changed=0 ' "$WORK/patch-2.log" \
+    && pass "sglang_patch role, second run: changed=0" || fail "sglang_patch role is not idempotent"
+else
+  patch_with_role 1 >/dev/null || { fail "sglang_patch role"; tail -25 "$WORK/patch-1.log"; }
+fi
+
+# -- servers -------------------------------------------------------------------------
+http_status() {  # port path -> the HTTP status code (no curl on that machine, maybe)
+  local line
+  exec 3<>"/dev/tcp/127.0.0.1/$1" 2>/dev/null || { echo 000; return; }
+  printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$2" >&3
+  IFS=' ' read -r -t 30 _ line _ <&3 || line=000
+  exec 3<&-
+  echo "$line"
+}
+SERVER_PGID=
+start_server() {  # name port dump_dir(or -) model_dir layer_ids [flags...]; sets SERVER_PGID
+  local name=$1 port=$2 dump=$3 model=$4 layers=$5 t0=$SECONDS
+  shift 5
+  local envs=(PYTHONPATH="$SGL_PYTHONPATH")
+  [ "$dump" = - ] || envs+=(SGLANG_HS_DUMP_DIR="$dump" SGLANG_HS_LAYER_IDS="$layers"
+                            SGLANG_HS_WRITER_THREADS=8)
+  setsid env "${envs[@]}" "$SGL_PY" -m sglang.launch_server --model-path "$model" \
+    --load-format dummy --skip-tokenizer-init --tp-size 1 --random-seed 42 \
+    --disable-cuda-graph --disable-radix-cache --disable-custom-all-reduce \
+    --attention-backend triton --sampling-backend pytorch --mem-fraction-static 0.5 \
+    --host 127.0.0.1 --port "$port" "$@" </dev/null >"$WORK/$name.log" 2>&1 &
+  SERVER_PGID=$!
+  for _ in $(seq 600); do
+    [ "$(http_status "$port" /health)" = 200 ] && {
+      echo "[$name] healthy after $((SECONDS - t0)) s (pgid $SERVER_PGID)"; return 0; }
+    kill -0 "$SERVER_PGID" 2>/dev/null || break
+    sleep 0.5
+  done
+  echo "[$name] not healthy after $((SECONDS - t0)) s; last log lines:"; tail -15 "$WORK/$name.log"
+  stop_server; return 1
+}
+stop_server() {  # SIGTERM to the process group (systemd's KillMode=control-group), then SIGKILL
+  [ -n "$SERVER_PGID" ] || return 0
+  kill -TERM -- "-$SERVER_PGID" 2>/dev/null
+  for _ in $(seq 120); do kill -0 -- "-$SERVER_PGID" 2>/dev/null || break; sleep 0.5; done
+  kill -KILL -- "-$SERVER_PGID" 2>/dev/null
+  SERVER_PGID=
+}
+trap 'stop_server; cleanup' EXIT
+
+client() { "${CLIENT[@]}" "$@" | tee -a "$WORK/client.log" | grep -v '^SUMMARY'; return "${PIPESTATUS[0]}"; }
+
+if [ "$MODE" = proof ]; then
+  DUMP=/dev/shm/hs-proof
+  rm -rf "$DUMP" "$DUMP".*; mkdir -p "$DUMP"
+  python3 tests/gpu/model_config.py "$WORK/tiny" --hidden 2048 --layers 4 --experts 16 --context 16384
+  echo "-- A: capture on (SGLANG_HS_LAYER_IDS=1,2: layers 2 and 3), chunked prefill 1024"
+  if start_server A 30000 "$DUMP" "$WORK/tiny" 1,2 --chunked-prefill-size 1024 \
+      --enable-return-hidden-states; then
+    client scenarios --url http://127.0.0.1:30000 --dump "$DUMP" --hidden 2048 --aux 2 || FAILS=$((FAILS + 1))
+    echo "-- SIGTERM while requests are in flight"
+    client inflight --url http://127.0.0.1:30000 --dump "$DUMP" --hidden 2048 --aux 2 \
+      --pgid "$SERVER_PGID" || FAILS=$((FAILS + 1))
+    SERVER_PGID=
+    grep -E 'hidden-state capture: SIGTERM' "$WORK/A.log" | tail -2 | sed 's/^/[A.log] /'
+  else
+    fail "server A (capture on) did not start"
+  fi
+
+  echo "-- A again on the same dump dir: *.tmp of the dead process removed, every dump kept"
+  echo half >"$DUMP/stale-1.pt.4000001.0badf00d.tmp"   # a pid above pid_max: dead
+  before=$(find "$DUMP" -maxdepth 1 -name '*.pt' | wc -l)
+  if start_server A2 30000 "$DUMP" "$WORK/tiny" 1,2 --chunked-prefill-size 1024 \
+      --enable-return-hidden-states; then
+    after=$(find "$DUMP" -maxdepth 1 -name '*.pt' | wc -l)
+    [ ! -e "$DUMP/stale-1.pt.4000001.0badf00d.tmp" ] && pass "the dead process's *.tmp was removed at start" \
+      || fail "a dead process's *.tmp is still there"
+    [ "$before" = "$after" ] && pass "every dump kept across the restart ($after files)" \
+      || fail "dumps before $before, after $after"
+    grep -m1 'removed .* \*.tmp files' "$WORK/A2.log" | sed 's/^.*hidden-state capture/[A2.log] hidden-state capture/'
+    t0=$SECONDS; stop_server
+    echo "[A2] stopped by SIGTERM in $((SECONDS - t0)) s"
+  else
+    fail "server A (restart) did not start"
+  fi
+
+  echo "-- B: no capture, --enable-return-hidden-states (same model, same seed)"
+  if start_server B 30001 - "$WORK/tiny" - --chunked-prefill-size 1024 --enable-return-hidden-states; then
+    client compare --url http://127.0.0.1:30001 --dump "$DUMP" --sent "$DUMP/../sent.json" \
+      --rids short-0,short-7,conc-5,chunk-0,chunk-1,abort-1 || FAILS=$((FAILS + 1))
+    stop_server
+  else
+    fail "server B did not start"
+  fi
+
+  echo "-- Kimi-K2.5-shaped config (KimiK25ForConditionalGeneration around the same text model)"
+  python3 tests/gpu/model_config.py "$WORK/kimi" --hidden 2048 --layers 4 --experts 16 --kimi-k25
+  rm -rf /dev/shm/hs-kimi
+  if start_server K 30002 /dev/shm/hs-kimi "$WORK/kimi" 1,2 --chunked-prefill-size 1024; then
+    client scenarios --url http://127.0.0.1:30002 --dump /dev/shm/hs-kimi --hidden 2048 --aux 2 \
+      || FAILS=$((FAILS + 1))
+    stop_server
+  else
+    echo "INFO Kimi-K2.5-shaped config not served (reason above): not counted as a failure"
+  fi
+else
+  DUMP=/dev/shm/hs-bench
+  rm -rf "$DUMP"; mkdir -p "$DUMP"
+  python3 tests/gpu/model_config.py "$WORK/wide" --hidden 7168 --layers 8 --experts 32 --context 4096
+  echo "[shm] $(df -h /dev/shm | tail -1)"
+  for tag in off on; do
+    dump=-; [ "$tag" = on ] && dump=$DUMP
+    if start_server "bench-$tag" 30010 "$dump" "$WORK/wide" 1,3,5; then
+      client bench --url http://127.0.0.1:30010 --tag "$tag" $([ "$tag" = on ] && echo --dump "$DUMP") \
+        || FAILS=$((FAILS + 1))
+      stop_server
+    else
+      fail "bench server ($tag) did not start"
+    fi
+  done
+  python3 - "$WORK/client.log" <<'PY'
+import json, sys
+rates = {}
+for line in open(sys.argv[1]):
+    if line.startswith('{"bench"'):
+        d = json.loads(line); rates[d["bench"]] = d["rates"]
+off, on = rates.get("off"), rates.get("on")
+if off and on and len(off) >= 3 and len(on) >= 3:
+    steady_off, steady_on = sum(off[1:]) / len(off[1:]), sum(on[1:]) / len(on[1:])
+    print("| | capture off | capture on | cost |")
+    print("| --- | ---: | ---: | ---: |")
+    print(f"| first round after the start (262,144 tokens) | {steady_off:,.0f} | {on[0]:,.0f} | {100 * (1 - on[0] / steady_off):.1f} % |")
+    print(f"| steady (rounds 1-2) | {steady_off:,.0f} | {steady_on:,.0f} | {100 * (1 - steady_on / steady_off):.1f} % |")
+PY
+fi
+# what comes back (at most 8 files): the servers' logs, the client's, the role's
+for f in A.log K.log bench-on.log client.log patch-1.log; do
+  [ -f "$WORK/$f" ] && cp "$WORK/$f" "${OUT:-$WORK}/"
+done
+echo "== $MODE: $FAILS failure(s) =="
+[ "$FAILS" = 0 ]
