@@ -1,0 +1,48 @@
+# -*- coding: utf-8 -*-
+# Copyright: eagle3.extraction maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""role_input_check: one role's variables, as this host sees them (its defaults included),
+against the rules its argument spec cannot hold; a role's first task, before it changes anything."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleError, AnsibleUndefinedVariable
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
+    ROLES, load_specs, role_value_errors)
+
+ARGUMENT_SPEC = {'role': {'type': 'str', 'required': True, 'choices': list(ROLES)}}
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        validated = ArgumentSpecValidator(ARGUMENT_SPEC).validate(self._task.args)
+        if validated.error_messages:
+            return dict(result, failed=True, msg='role_input_check: ' + '; '.join(validated.error_messages))
+        role = validated.validated_parameters['role']
+        options = load_specs()[role]
+        values, unresolved, errors = {}, [], []
+        for name in sorted(options):
+            if name not in task_vars:
+                continue
+            try:
+                values[name] = self._templar.template(task_vars[name])
+            except AnsibleUndefinedVariable:
+                unresolved.append(name)
+            except AnsibleError as exc:
+                errors.append('%s cannot be read: %s' % (name, exc.message))
+        errors.extend(role_value_errors(options, values))
+        result.update(changed=False, unresolved=unresolved)
+        if errors:
+            result.update(failed=True, errors=errors,
+                          msg='%s: nothing was changed; fix these values:\n%s' % (role, '\n'.join(errors)))
+        else:
+            result['msg'] = '%s: %d values checked' % (role, len(values))
+        return result

@@ -1,0 +1,60 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: eagle3.extraction maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Documentation of the action plugin role_input_check (plugins/action/role_input_check.py)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: role_input_check
+short_description: Check one role's variables as this host sees them, before the role changes anything
+version_added: 0.1.0
+author: eagle3.extraction maintainers
+description:
+  - Runs on the controller alone (an action plugin): it contacts no host.
+  - Reads every variable of O(role)'s argument spec as this host sees it (the role's defaults included) and
+    checks it with Ansible's argument spec validator (types, choices) and against what that format cannot say
+    (ranges, whole-value patterns, paths that are not system directories, no control character in any string;
+    C(RULES) in C(plugin_utils/role_inputs.py)), the same rules M(eagle3.extraction.inventory_check) applies
+    to a whole inventory.
+  - Fails once, listing every bad value with its variable (an API key is never shown). A value that refers to
+    a fact not set yet is skipped and listed in RV(unresolved).
+options:
+  role:
+    description: The role whose variables are checked.
+    type: str
+    required: true
+    choices: [proxmox_container, gpu_check, ml_env, sglang_patch, sglang_server]
+attributes:
+  check_mode:
+    support: full
+    description: It only reads.
+  diff_mode:
+    support: none
+    description: It changes nothing.
+  platform:
+    platforms: all
+    description: Runs on the controller.
+"""
+
+EXAMPLES = r"""
+- name: Check the role's variables (ranges, formats, no control characters)
+  eagle3.extraction.role_input_check:
+    role: sglang_server
+"""
+
+RETURN = r"""
+errors:
+  description: Every bad value, each naming its variable.
+  returned: failed
+  type: list
+  elements: str
+unresolved:
+  description: The variables whose value refers to a fact not set yet.
+  returned: always
+  type: list
+  elements: str
+"""

@@ -1,0 +1,58 @@
+"""role_input_check, a role's first task: the bad values of the role's variables, as the host
+sees them, are refused naming each variable (the API key hidden) before anything changes; a
+value that refers to a fact not set yet is left to later. One ansible-playbook run on localhost."""
+
+import os
+import subprocess
+import sys
+
+import yaml
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+KEY = 'sk-never-shown-5e1b'
+
+PLAY = [{
+    'hosts': 'localhost', 'gather_facts': False,
+    'vars': {
+        'sglang_server_port': 0,
+        'sglang_server_api_key': KEY + '\n--port 1',
+        'sglang_server_flags': {'chat-template': 'a\nb'},
+        'sglang_server_interconnect': 'infiniband',
+        'sglang_server_shm_min_free_gib': -5,
+        'sglang_server_python': '{{ ml_env_python_bin }}',
+        'sglang_server_model_path': '/srv/models/m',
+        'ml_env_path': '/usr',
+    },
+    'tasks': [
+        {'name': 'Check sglang_server', 'eagle3.extraction.role_input_check': {'role': 'sglang_server'},
+         'register': 'server', 'ignore_errors': True},
+        {'name': 'Check ml_env', 'eagle3.extraction.role_input_check': {'role': 'ml_env'},
+         'register': 'env', 'ignore_errors': True},
+        {'name': 'Check sglang_patch (nothing set)', 'eagle3.extraction.role_input_check': {'role': 'sglang_patch'},
+         'register': 'patch'},
+        {'name': 'Show', 'ansible.builtin.copy': {
+            'content': '{{ {"server": server, "env": env, "patch": patch} | to_json }}', 'dest': '{{ out }}'}},
+    ],
+}]
+
+
+def test_bad_role_values_are_refused_by_name(tmp_path):
+    playbook = tmp_path / 'play.yml'
+    playbook.write_text(yaml.safe_dump(PLAY))
+    out_file = tmp_path / 'out.json'
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='1')
+    run = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i', 'localhost,',
+                          '-c', 'local', str(playbook), '-e', 'out=%s' % out_file], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert KEY not in run.stdout + run.stderr
+    results = yaml.safe_load(out_file.read_text())
+    server = results['server']
+    assert server['failed'] and server['unresolved'] == ['sglang_server_python']
+    for name in ('sglang_server_api_key', 'sglang_server_flags', 'sglang_server_interconnect',
+                 'sglang_server_port', 'sglang_server_shm_min_free_gib'):
+        assert len([error for error in server['errors'] if name in error]) == 1, (name, server['errors'])
+    assert len(server['errors']) == 5
+    assert results['env']['failed'] and results['env']['errors'] == [
+        "ml_env_path='/usr' is a system directory; give an absolute path that is not a system directory"]
+    assert not results['patch'].get('failed')
