@@ -52,7 +52,7 @@ class ActionModule(ActionBase):
                     values[host][name] = host_vars[name]
                 except AnsibleUndefinedVariable:
                     # refers to a fact a role sets later (ml_env_python_bin...): checked when the role starts
-                    unresolved.append('%s: %s' % (host, name))
+                    unresolved.append('%s - %s' % (host, name))
                 except AnsibleError as exc:
                     errors.append('%s: %s cannot be read: %s' % (host, name, exc.message))
             errors.extend('%s: %s' % (host, error) for error in host_value_errors(specs, values[host]))

@@ -14,7 +14,7 @@ short_description: Check an inventory's extraction servers before any host is to
 version_added: 0.1.0
 author: eagle3.extraction maintainers
 description:
-  - Runs on the controller alone (an action plugin): it contacts no host.
+  - Runs on the controller alone (an action plugin), so it contacts no host.
   - Reads, for every host of O(hosts), the variables of the collection's roles that the inventory sets
     (role defaults are not looked at) and checks them against each role's C(meta/argument_specs.yml) with
     Ansible's own argument spec validator (types, choices), then against what that format cannot say
@@ -93,7 +93,7 @@ errors:
   type: list
   elements: str
 unresolved:
-  description: C(<host>: <variable>) of the values that refer to facts not set yet, left to the role.
+  description: C(<host> - <variable>) of the values that refer to facts not set yet, left to the role.
   returned: always
   type: list
   elements: str

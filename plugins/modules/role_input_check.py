@@ -14,7 +14,7 @@ short_description: Check one role's variables as this host sees them, before the
 version_added: 0.1.0
 author: eagle3.extraction maintainers
 description:
-  - Runs on the controller alone (an action plugin): it contacts no host.
+  - Runs on the controller alone (an action plugin), so it contacts no host.
   - Reads every variable of O(role)'s argument spec as this host sees it (the role's defaults included) and
     checks it with Ansible's argument spec validator (types, choices) and against what that format cannot say
     (ranges, whole-value patterns, paths that are not system directories, no control character in any string;
