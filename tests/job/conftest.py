@@ -149,6 +149,8 @@ def config_for(job_dirs, dataset, url, **over):
                   dump_dir=job_dirs["dump"], server_url=url, hidden_size=HIDDEN,
                   captured_layers=LAYERS, concurrency=4, ack_timeout=5.0, backoff_initial=0.05,
                   backoff_max=0.2, poll_interval=0.02, status_interval=0.2,
-                  output_free_floor_bytes=0, output_free_resume_bytes=0, host="host1")
+                  output_free_floor_bytes=0, output_free_resume_bytes=0, host="host1",
+                  # the test dirs share a disk others fill: only the backpressure test gates
+                  shm_high=1.0, shm_low=1.0)
     values.update(over)
     return config.JobConfig(**values)

@@ -340,7 +340,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
             try:
                 space.check_fits(cfg.output_dir, len(todo), left_tokens, cfg.hidden_size,
                                  cfg.captured_layers, cfg.space_margin,
-                                 cfg.output_free_floor_bytes)
+                                 cfg.output_free_floor_bytes, usage_fn=self.usage_fn)
             except space.NotEnoughSpace as exc:
                 raise Refused(str(exc)) from exc
             self.write_card(complete=False)

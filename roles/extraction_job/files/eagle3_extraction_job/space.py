@@ -35,12 +35,14 @@ def hidden_size_from_model(model_path):
 
 @dataclasses.dataclass
 class Usage:
+    """A filesystem's size, the bytes in use and the bytes an unprivileged writer may still use."""
     total: int
     free: int
+    used: int = -1
 
-    @property
-    def used(self):
-        return self.total - self.free
+    def __post_init__(self):
+        if self.used < 0:
+            self.used = self.total - self.free
 
     @property
     def used_fraction(self):
@@ -49,7 +51,9 @@ class Usage:
 
 def usage(path):
     st = os.statvfs(path)
-    return Usage(total=st.f_blocks * st.f_frsize, free=st.f_bavail * st.f_frsize)
+    # blocks reserved for root are neither free to us nor in use: used counts f_bfree
+    return Usage(total=st.f_blocks * st.f_frsize, free=st.f_bavail * st.f_frsize,
+                 used=(st.f_blocks - st.f_bfree) * st.f_frsize)
 
 
 def estimate(samples, tokens, hidden_size, captured_layers):
@@ -60,11 +64,12 @@ def gib(n):
     return f"{n / 2**30:,.1f} GiB"
 
 
-def check_fits(output_dir, samples, tokens, hidden_size, captured_layers, margin, floor):
+def check_fits(output_dir, samples, tokens, hidden_size, captured_layers, margin, floor,
+               usage_fn=usage):
     """Raise :class:`NotEnoughSpace`, with the numbers, unless the rest of the shard fits."""
     need = estimate(samples, tokens, hidden_size, captured_layers)
     want = int(need * (1 + margin)) + floor
-    free = usage(output_dir).free
+    free = usage_fn(output_dir).free
     if want > free:
         raise NotEnoughSpace(
             f"the shard still has {samples:,} samples, {tokens:,} tokens x "
