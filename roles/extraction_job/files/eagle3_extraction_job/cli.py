@@ -8,9 +8,10 @@ space, another job's output dir, a refused API key): a restart would not help.
 """
 import argparse
 import logging
+import os
 import sys
 
-from eagle3_extraction_job import config, job
+from eagle3_extraction_job import config, job, space
 
 
 def main(argv=None):
@@ -18,6 +19,8 @@ def main(argv=None):
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="extract this host's shard (resumes)")
     run.add_argument("--config", required=True, help="the job's JSON config")
+    check = sub.add_parser("check", help="check the config, the key file and the libraries; send nothing")
+    check.add_argument("--config", required=True, help="the job's JSON config")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(asctime)s %(levelname)s %(message)s")
@@ -28,5 +31,32 @@ def main(argv=None):
     except (OSError, config.ConfigError) as exc:
         log.error("refused to start: %s", exc)
         return job.EXIT_REFUSED
+    if args.command == "check":
+        return check_environment(cfg, log)
     import torch  # pylint: disable=import-outside-toplevel
     return job.Job(cfg, torch, api_key=api_key).run()
+
+
+def check_environment(cfg, log):
+    """What the unit needs before it can run: libraries, the dataset, the model's hidden size."""
+    import importlib  # pylint: disable=import-outside-toplevel
+    problems = []
+    wanted = ["torch", "aiohttp"] + (["transformers"] if cfg.dataset_format != "tokenized" else [])
+    for name in wanted:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            if name != "transformers":
+                problems.append(f"cannot import {name}: {exc}")
+            else:
+                log.warning("transformers missing: only pre-tokenized datasets will work")
+    if not os.path.isfile(cfg.dataset):
+        problems.append(f"dataset={cfg.dataset!r} is not a file")
+    if not cfg.hidden_size:
+        try:
+            space.hidden_size_from_model(cfg.model_path)
+        except (OSError, ValueError) as exc:
+            problems.append(f"hidden size unknown: hidden_size is 0 and {exc}")
+    for problem in problems:
+        log.error("%s", problem)
+    return job.EXIT_REFUSED if problems else 0

@@ -56,6 +56,25 @@ class Rate:
         return sum(t for _, t in self.events) / span
 
 
+def sglang_files_sha256():
+    """sha256 of the installed capture module and patched model file, found without importing sglang."""
+    import importlib.util  # pylint: disable=import-outside-toplevel
+    try:
+        spec = importlib.util.find_spec("sglang")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    root = list(spec.submodule_search_locations)[0]
+    found = {}
+    for key, rel in (("capture_module_sha256", "srt/eagle3_hs_capture.py"),
+                     ("patched_model_sha256", "srt/models/deepseek_v2.py")):
+        path = os.path.join(root, rel)
+        if os.path.isfile(path):
+            found[key] = sha256_file(path)
+    return found
+
+
 def card(cfg, scan, totals, provenance, shard_samples, shard_tokens, complete):
     """The dataset card: what the files are and where they came from."""
     model_config = os.path.join(cfg.model_path, "config.json") if cfg.model_path else ""
@@ -77,6 +96,7 @@ def card(cfg, scan, totals, provenance, shard_samples, shard_tokens, complete):
             model_config) else "",
         "hidden_size": cfg.hidden_size,
         "capture_patch_sha256": cfg.capture_patch_sha256,
+        **sglang_files_sha256(),
         "sglang_version": provenance.get("sglang_version", ""),
         "layer_ids": provenance.get("layer_ids", ""),
         "captured_layers": provenance.get("captured_layers", ""),

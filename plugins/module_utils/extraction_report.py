@@ -1,0 +1,237 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Reading what the extraction job leaves on a host, and adding hosts up.
+
+The job (role ``extraction_job``, package ``eagle3_extraction_job``) writes into each
+shard's output dir: ``status.json`` (progress), ``dataset_card.json`` (provenance and
+totals), ``manifest.sqlite`` (table ``samples``: sample_id, idx, path, state, tokens,
+bytes, sha256) and the ``.ckpt`` files. Standard library only: this runs on the
+containers with whatever Python Ansible finds there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+
+SHARD_DIR_PREFIX = 'shard-'
+
+
+def shard_dirs(job_dir):
+    """The shard output dirs under ``<output root>/<job>``, sorted."""
+    try:
+        names = sorted(os.listdir(job_dir))
+    except FileNotFoundError:
+        return []
+    return [os.path.join(job_dir, n) for n in names
+            if n.startswith(SHARD_DIR_PREFIX) and os.path.isdir(os.path.join(job_dir, n))]
+
+
+def _pid_runs_job(pid):
+    try:
+        with open('/proc/%d/cmdline' % int(pid), 'rb') as f:
+            return b'eagle3_extraction_job' in f.read()
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+def read_status(shard_dir, now=None):
+    """One shard's status.json with ``alive`` (its process still runs) and ``age_s``."""
+    now = time.time() if now is None else now
+    path = os.path.join(shard_dir, 'status.json')
+    try:
+        with open(path) as f:
+            status = json.load(f)
+    except FileNotFoundError:
+        return {'shard_dir': shard_dir, 'state': 'no status yet', 'alive': False}
+    except ValueError as exc:
+        return {'shard_dir': shard_dir, 'state': 'unreadable status: %s' % exc, 'alive': False}
+    status['shard_dir'] = shard_dir
+    status['age_s'] = round(now - float(status.get('updated_at') or 0), 1)
+    status['alive'] = _pid_runs_job(status.get('pid'))
+    return status
+
+
+def _gib(n):
+    return '%.1f' % ((n or 0) / 2.0 ** 30)
+
+
+def _duration(seconds):
+    if seconds is None:
+        return '-'
+    seconds = int(seconds)
+    if seconds >= 86400:
+        return '%dd%02dh' % (seconds // 86400, seconds % 86400 // 3600)
+    return '%dh%02dm' % (seconds // 3600, seconds % 3600 // 60)
+
+
+def status_table(reports):
+    """``reports``: ``[{host, statuses: [read_status...]}]`` -> ``{lines, totals}``.
+
+    The whole job's ETA is the slowest shard's: they run in parallel.
+    """
+    header = ('HOST', 'SHARD', 'STATE', 'DONE', 'OF', '%', 'TOK/S', 'ETA', 'SHM GiB', 'OUT FREE GiB',
+              'ERRORS')
+    rows = [header]
+    totals = {'samples_done': 0, 'samples_total': 0, 'tokens_done': 0, 'tokens_total': 0,
+              'tokens_per_s': 0.0, 'errors': 0, 'eta_s': 0, 'shards': 0}
+    for report in sorted(reports, key=lambda r: r['host']):
+        statuses = report.get('statuses') or []
+        if report.get('error'):
+            rows.append((report['host'], '-', 'unreachable: %s' % report['error'][:60]) + ('-',) * 8)
+            totals['eta_s'] = None
+            continue
+        if not statuses:
+            rows.append((report['host'], '-', 'no job') + ('-',) * 8)
+            continue
+        for s in statuses:
+            state = s.get('state', '?')
+            if state in ('running', 'paused', 'starting', 'draining leftovers') and not s.get('alive'):
+                state = 'stopped (was %s)' % state
+            if s.get('paused'):
+                state += ': ' + s['paused'][:40]
+            done, total = s.get('samples_done', 0), s.get('samples_total', 0)
+            rows.append((report['host'], '%s/%s' % (s.get('shard_index', '?'), s.get('shard_count', '?')),
+                         state, str(done), str(total),
+                         '%.1f' % (100.0 * done / total) if total else '-',
+                         '%.0f' % (s.get('tokens_per_s') or 0), _duration(s.get('eta_s')),
+                         '%s/%s' % (_gib(s.get('shm_used_bytes')), _gib(s.get('shm_total_bytes'))),
+                         _gib(s.get('output_free_bytes')), str(s.get('errors', 0))))
+            totals['shards'] += 1
+            for key in ('samples_done', 'samples_total', 'tokens_done', 'tokens_total', 'errors'):
+                totals[key] += int(s.get(key) or 0)
+            totals['tokens_per_s'] += float(s.get('tokens_per_s') or 0) if s.get('alive') else 0.0
+            if totals['eta_s'] is not None:
+                eta = s.get('eta_s')
+                if eta is None and done < total:
+                    totals['eta_s'] = None
+                elif eta is not None:
+                    totals['eta_s'] = max(totals['eta_s'], eta)
+    total_pct = ('%.1f' % (100.0 * totals['samples_done'] / totals['samples_total'])
+                 if totals['samples_total'] else '-')
+    rows.append(('TOTAL', str(totals['shards']), '', str(totals['samples_done']), str(totals['samples_total']),
+                 total_pct, '%.0f' % totals['tokens_per_s'], _duration(totals['eta_s']), '', '',
+                 str(totals['errors'])))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = ['  '.join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return {'lines': lines, 'totals': totals}
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for block in iter(lambda: f.read(1 << 20), b''):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_shard(shard_dir, checksums=True):
+    """Prove one shard's output: manifest == files == card. Returns a report with ``problems``."""
+    problems = []
+    report = {'shard_dir': shard_dir, 'ids': [], 'samples': 0, 'tokens': 0, 'bytes': 0, 'problems': problems}
+    manifest = os.path.join(shard_dir, 'manifest.sqlite')
+    if not os.path.isfile(manifest):
+        problems.append('%s: no manifest.sqlite' % shard_dir)
+        return report
+    db = sqlite3.connect(manifest)
+    try:
+        meta = dict(db.execute('SELECT key, value FROM meta'))
+        rows = list(db.execute('SELECT sample_id, path, state, tokens, bytes, sha256 FROM samples ORDER BY idx'))
+    finally:
+        db.close()
+    report['meta'] = meta
+    listed = set()
+    for sample_id, relpath, state, tokens, nbytes, sha in rows:
+        path = os.path.join(shard_dir, relpath)
+        listed.add(os.path.normpath(relpath))
+        if state != 'done':
+            problems.append('%s: %s is half-written (state %s): run the job again to redo it' % (sample_id, relpath, state))
+            continue
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            problems.append('%s: %s is missing' % (sample_id, relpath))
+            continue
+        if size != nbytes:
+            problems.append('%s: %s has %d bytes, the manifest %d' % (sample_id, relpath, size, nbytes))
+        elif checksums and _sha256(path) != sha:
+            problems.append('%s: %s does not match its sha256' % (sample_id, relpath))
+        report['ids'].append(sample_id)
+        report['samples'] += 1
+        report['tokens'] += tokens
+        report['bytes'] += nbytes
+    for root, dirs, files in os.walk(shard_dir):
+        dirs[:] = [d for d in dirs if d != 'rejected']
+        for name in files:
+            rel = os.path.normpath(os.path.relpath(os.path.join(root, name), shard_dir))
+            if name.endswith('.tmp'):
+                problems.append('%s: a partial file' % rel)
+            elif name.endswith('.ckpt') and rel not in listed:
+                problems.append('%s: a .ckpt file the manifest does not list' % rel)
+    try:
+        with open(os.path.join(shard_dir, 'dataset_card.json')) as f:
+            card = json.load(f)
+    except (OSError, ValueError) as exc:
+        problems.append('%s: no readable dataset_card.json (%s)' % (shard_dir, exc))
+        card = {}
+    report['card'] = card
+    if card:
+        for key in ('samples', 'tokens', 'bytes'):
+            if card.get(key) != report[key]:
+                problems.append('dataset_card.json says %s=%s, the files hold %s' % (key, card.get(key), report[key]))
+        if card.get('dataset_sha256') != meta.get('dataset_sha256'):
+            problems.append('dataset_card.json and the manifest name different datasets')
+        if not card.get('complete'):
+            problems.append('%s: the job has not finished this shard (%s of %s samples)'
+                            % (shard_dir, report['samples'], card.get('shard_samples')))
+        elif card.get('shard_samples') != report['samples']:
+            problems.append('%s: %s samples, the shard has %s' % (shard_dir, report['samples'], card.get('shard_samples')))
+    return report
+
+
+def verify_union(host_reports):
+    """Every sample exactly once across all hosts' shards; every shard present once; one dataset."""
+    problems = []
+    owner = {}
+    shards = {}
+    datasets = set()
+    counts = set()
+    totals = {'samples': 0, 'tokens': 0, 'bytes': 0, 'files_checked': 0}
+    for host in sorted(host_reports, key=lambda r: r['host']):
+        for shard in host.get('shards', []):
+            where = '%s:%s' % (host['host'], shard['shard_dir'])
+            problems.extend('%s: %s' % (host['host'], p) for p in shard.get('problems', []))
+            card = shard.get('card') or {}
+            meta = shard.get('meta') or {}
+            datasets.add(meta.get('dataset_sha256'))
+            counts.add(meta.get('shard_count'))
+            index = meta.get('shard_index')
+            if index in shards:
+                problems.append('shard %s is in two places: %s and %s' % (index, shards[index], where))
+            shards[index] = where
+            for sample_id in shard.get('ids', []):
+                if sample_id in owner:
+                    problems.append('%s is stored twice: %s and %s' % (sample_id, owner[sample_id], where))
+                else:
+                    owner[sample_id] = where
+            for key in ('samples', 'tokens', 'bytes'):
+                totals[key] += shard.get(key, 0)
+            totals['files_checked'] += shard.get('samples', 0)
+            totals.setdefault('dataset_samples', card.get('dataset_samples'))
+    if len(datasets) > 1:
+        problems.append('the shards were made from different datasets: %s' % sorted(str(d) for d in datasets))
+    if len(counts) > 1:
+        problems.append('the shards disagree on the shard count: %s' % sorted(str(c) for c in counts))
+    elif counts:
+        count = int(counts.pop() or 0)
+        missing = sorted(set(str(i) for i in range(count)) - set(str(k) for k in shards))
+        if missing:
+            problems.append('no host holds shard(s) %s of %d' % (', '.join(missing), count))
+    else:
+        problems.append('no shard output found on any host')
+    totals['unique_samples'] = len(owner)
+    return {'totals': totals, 'problems': problems}
