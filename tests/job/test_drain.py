@@ -144,12 +144,12 @@ def test_recovery_redoes_an_interrupted_write(job_dirs):
     os.makedirs(os.path.join(job_dirs["out"], "rows_0-2000"))
     with open(os.path.join(job_dirs["out"], relpath), "wb") as f:
         f.write(b"half")
-    tmp = os.path.join(job_dirs["out"], "rows_0-2000", ".data_1.ckpt.99.tmp")
+    tmp = os.path.join(job_dirs["out"], "rows_0-2000", ".data_0.ckpt.99.tmp")
     with open(tmp, "wb") as f:
         f.write(b"partial")
     m.close()
     m = manifest.open_manifest(job_dirs["out"])
-    assert drain.recover(m, job_dirs["out"]) == 2
+    assert drain.recover(m, job_dirs["out"]) == 3   # the half file, its temp file, the row
     assert os.listdir(os.path.join(job_dirs["out"], "rows_0-2000")) == []
     d = drain.Drainer(torch, m, job_dirs["out"], hidden_size=HIDDEN, captured_layers=LAYERS)
     dump = write_dump(job_dirs["dump"], "job-s1", IDS)

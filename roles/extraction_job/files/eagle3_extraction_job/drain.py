@@ -8,6 +8,7 @@ to its final name (``link`` fails rather than replace a finished file), fsync th
 directory, mark the row ``done``, and only then delete the dump. A crash anywhere
 leaves either the dump or a done file, never neither.
 """
+import glob
 import hashlib
 import os
 import shutil
@@ -183,21 +184,26 @@ class Drainer:
 
 
 def recover(manifest, output_dir):
-    """Undo what a crash interrupted: ``writing`` rows and temporary files.
+    """Undo what a crash interrupted: ``writing`` rows, their files and temporary files.
 
-    Returns the number of interrupted writes removed. Their dumps still exist (a
-    dump is deleted only after ``done``), so the samples are drained again.
+    Returns the number of files removed plus rows dropped. Their dumps still exist (a
+    dump is deleted only after ``done``), so the samples are drained again. A temporary
+    ``.ckpt`` is only ever made after its row was committed as ``writing``, so looking
+    next to those rows finds them all: a resume never walks the (million) finished files.
     """
     count = 0
     for sample_id, relpath in manifest.interrupted():
         path = os.path.join(output_dir, relpath)
-        if os.path.exists(path):
-            os.unlink(path)
+        leftovers = glob.glob(os.path.join(glob.escape(os.path.dirname(path)),
+                                           "." + glob.escape(os.path.basename(path)) + ".*.tmp"))
+        for leftover in leftovers + [path]:
+            if os.path.exists(leftover):
+                os.unlink(leftover)
+                count += 1
         manifest.drop(sample_id)
         count += 1
-    for root, _dirs, files in os.walk(output_dir):
-        for name in files:
-            if name.startswith(".") and name.endswith(".tmp"):
-                os.unlink(os.path.join(root, name))
-                count += 1
+    rejected = os.path.join(output_dir, "rejected")
+    for leftover in glob.glob(os.path.join(glob.escape(rejected), ".*.tmp")):
+        os.unlink(leftover)
+        count += 1
     return count

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+# Copyright: eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Benchmarks of the extraction job's drain and manifest (docs/benchmarks.md, "Drain").
+
+  drain:    dumps shaped like the capture's (bf16 final state + K aux layers, int64 ids)
+            lie in a dump dir on /dev/shm; the job (roles/extraction_job/files) drains them
+            into .ckpt files on the output disk, through its real code path (a run whose
+            dumps are all there already sends nothing: the leftover pass drains them). The
+            same bytes are then copied by N threads to the same disk, each file fsync'ed
+            and its directory fsync'ed, the same durability: the baseline.
+  manifest: a manifest of N done samples; time to open it, undo interrupted writes and
+            work out which of the N dataset ids are left (what a resume does first).
+
+Needs torch (tests/job/venv.sh makes a venv with it). Removes what it made.
+  .venv-job/bin/python benchmarks/drain_bench.py drain --dump-root /dev/shm --out /var/tmp/drain-bench
+  .venv-job/bin/python benchmarks/drain_bench.py manifest --samples 1000000 --out /var/tmp/drain-bench
+"""
+import argparse
+import asyncio
+import concurrent.futures
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "roles", "extraction_job", "files"))
+
+from eagle3_extraction_job import config, drain, job, manifest, names  # noqa: E402
+
+
+def make_dumps(torch, dump_dir, dataset, samples, tokens, hidden, layers):
+    with open(dataset, "w", encoding="utf-8") as f:
+        for n in range(samples):
+            ids = [(n * 131 + k) % 50000 for k in range(tokens)]
+            f.write(json.dumps({"id": f"b{n:06d}", "input_ids": ids,
+                                "loss_mask": [k % 2 for k in range(tokens)]}) + "\n")
+            gen = torch.Generator().manual_seed(n)
+            payload = {"input_ids": torch.tensor(ids, dtype=torch.int64),
+                       "hidden_state": torch.randn(1, tokens, hidden, generator=gen).to(torch.bfloat16),
+                       "aux_hidden_state": torch.randn(1, tokens, layers * hidden,
+                                                       generator=gen).to(torch.bfloat16),
+                       "rid": f"bench-b{n:06d}", "layer_ids": [1, 29, 57],
+                       "captured_layers": [2, 30, 58], "sglang_version": "bench",
+                       "model": "bench", "format_version": 1}
+            path = os.path.join(dump_dir, names.dump_name_for("bench", f"b{n:06d}"))
+            torch.save(payload, path + ".tmp")
+            os.replace(path + ".tmp", path)
+
+
+def du(path):
+    return sum(os.path.getsize(os.path.join(r, f)) for r, _d, fs in os.walk(path) for f in fs)
+
+
+def copy_baseline(src_dir, dst_dir, workers):
+    os.makedirs(dst_dir)
+
+    def one(name):
+        dst = os.path.join(dst_dir, name)
+        with open(os.path.join(src_dir, name), "rb") as src, open(dst, "wb") as out:
+            shutil.copyfileobj(src, out, 1 << 24)
+            out.flush()
+            os.fsync(out.fileno())
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        list(pool.map(one, sorted(os.listdir(src_dir))))
+    drain.fsync_dir(dst_dir)
+    return time.perf_counter() - start
+
+
+def bench_drain(args):
+    import torch  # pylint: disable=import-outside-toplevel
+    torch.set_num_threads(max(1, args.workers))
+    work = tempfile.mkdtemp(prefix="drain-bench-", dir=args.out)
+    shm = tempfile.mkdtemp(prefix="drain-bench-", dir=args.dump_root)
+    try:
+        dump_dir = os.path.join(shm, "sglang_hs")
+        os.makedirs(dump_dir)
+        dataset = os.path.join(work, "dataset.jsonl")
+        make_dumps(torch, dump_dir, dataset, args.samples, args.tokens, args.hidden, args.layers)
+        nbytes = du(dump_dir)
+        # the baseline first, from a copy of the dumps (the drain deletes them)
+        keep = os.path.join(shm, "copy-src")
+        shutil.copytree(dump_dir, keep)
+        os.sync()
+        copy_s = copy_baseline(keep, os.path.join(work, "copy"), args.workers)
+        shutil.rmtree(keep)
+        shutil.rmtree(os.path.join(work, "copy"))
+        os.sync()
+        cfg = config.JobConfig(job="bench", dataset=dataset, output_dir=os.path.join(work, "out"),
+                               dump_dir=dump_dir, hidden_size=args.hidden,
+                               captured_layers=args.layers, drain_workers=args.workers,
+                               output_free_floor_bytes=0, output_free_resume_bytes=0)
+        the_job = job.Job(cfg, torch)
+
+        async def drain_all():
+            the_job.pool = concurrent.futures.ThreadPoolExecutor(args.workers)
+            the_job.load_dataset()
+            the_job.open_output()
+            start = time.perf_counter()
+            drained = await the_job.drain_pass()
+            elapsed = time.perf_counter() - start
+            the_job.pool.shutdown()
+            the_job.manifest.close()
+            return drained, elapsed
+        drained, drain_s = asyncio.run(drain_all())
+        assert drained == args.samples and not os.listdir(dump_dir), "not every dump drained"
+        out_bytes = du(os.path.join(cfg.output_dir, "rows_0-2000"))
+        gb = nbytes / 1e9
+        print(f"samples {args.samples}, {args.tokens} tokens x hidden {args.hidden} x "
+              f"(1 + {args.layers}) bf16 = {gb:.2f} GB of dumps, {args.workers} threads")
+        print(f"| drain | {args.samples / drain_s:.1f} samples/s | {gb / drain_s:.2f} GB/s | "
+              f"{out_bytes / 1e9:.2f} GB written |")
+        print(f"| plain copy + fsync | {args.samples / copy_s:.1f} files/s | {gb / copy_s:.2f} GB/s | |")
+        print(f"drain / copy = {copy_s / drain_s:.0%}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(shm, ignore_errors=True)
+
+
+def bench_manifest(args):
+    work = tempfile.mkdtemp(prefix="manifest-bench-", dir=args.out)
+    try:
+        out = os.path.join(work, "out")
+        m = manifest.open_manifest(out)
+        start = time.perf_counter()
+        # built directly in one transaction: the job's own path (two commits a sample,
+        # fsync each) would take hours for a million rows and measures nothing here
+        m._db.execute("BEGIN")  # pylint: disable=protected-access
+        m._db.executemany(  # pylint: disable=protected-access
+            "INSERT INTO samples (sample_id, idx, path, state, tokens, bytes, sha256, done_at) "
+            "VALUES (?, ?, ?, 'done', 2353, 134971392, ?, 0)",
+            ((f"sample-{n:07d}", n, names.ckpt_relpath(n), f"{n:064x}") for n in range(args.samples)))
+        m._db.execute("COMMIT")  # pylint: disable=protected-access
+        m.close()
+        build_s = time.perf_counter() - start
+        dataset_ids = [f"sample-{n:07d}" for n in range(args.samples + args.left)]
+        os.sync()
+        start = time.perf_counter()
+        m = manifest.open_manifest(out)
+        drain.recover(m, out)
+        done = m.done_ids()
+        left = [i for i in dataset_ids if i not in done]
+        totals = m.totals()
+        resume_s = time.perf_counter() - start
+        m.close()
+        assert len(left) == args.left and totals["samples"] == args.samples
+        print(f"manifest of {args.samples:,} done samples: built in {build_s:.1f} s, "
+              f"{os.path.getsize(os.path.join(out, 'manifest.sqlite')) / 1e6:.0f} MB")
+        print(f"| resume: open, recover, done set, {len(left):,} left of {len(dataset_ids):,} | "
+              f"{resume_s:.2f} s |")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    d = sub.add_parser("drain")
+    d.add_argument("--dump-root", default="/dev/shm")
+    d.add_argument("--out", default="/var/tmp")
+    d.add_argument("--samples", type=int, default=48)
+    d.add_argument("--tokens", type=int, default=512)
+    d.add_argument("--hidden", type=int, default=7168)
+    d.add_argument("--layers", type=int, default=3)
+    d.add_argument("--workers", type=int, default=2)
+    m = sub.add_parser("manifest")
+    m.add_argument("--out", default="/var/tmp")
+    m.add_argument("--samples", type=int, default=1_000_000)
+    m.add_argument("--left", type=int, default=1000)
+    args = parser.parse_args()
+    {"drain": bench_drain, "manifest": bench_manifest}[args.what](args)
+
+
+if __name__ == "__main__":
+    main()
