@@ -21,7 +21,6 @@ import unicodedata
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
-from ansible.module_utils.six import string_types
 
 # The four flags every server has come from variables of their own.
 FLAG_VARIABLES = {
@@ -74,7 +73,7 @@ def check_value(value, variable):
     """A flag's value as the config file holds it; fails naming the variable."""
     if value is None or isinstance(value, bool):
         return value
-    if isinstance(value, string_types):
+    if isinstance(value, str):
         check_text(to_text(value), variable)
         return to_text(value)
     if isinstance(value, int):
@@ -93,7 +92,7 @@ def check_value(value, variable):
     if isinstance(value, dict):
         checked = {}
         for key, item in value.items():
-            if not isinstance(key, string_types):
+            if not isinstance(key, str):
                 raise AnsibleFilterError('%s has the key %r; keys are strings' % (variable, key))
             check_text(to_text(key), '%s key' % variable)
             checked[to_text(key)] = check_value(item, "%s['%s']" % (variable, key))
@@ -103,7 +102,7 @@ def check_value(value, variable):
 
 
 def check_flag_name(key, variable):
-    if not isinstance(key, string_types) or not FLAG_NAME.match(key):
+    if not isinstance(key, str) or not FLAG_NAME.match(key):
         raise AnsibleFilterError('%s has the flag %r; a flag is its long name without --, lower-case letters, digits '
                                  'and -, for example mem-fraction-static' % (variable, key))
     if key in RESERVED_FLAGS:
@@ -114,13 +113,13 @@ def parse_extra_args(extra_args):
     """--key value ... tokens to {key: value}: no value is true, several a list."""
     if extra_args is None:
         return {}
-    if isinstance(extra_args, string_types) or not isinstance(extra_args, (list, tuple)):
+    if isinstance(extra_args, str) or not isinstance(extra_args, (list, tuple)):
         raise AnsibleFilterError('sglang_server_extra_args=%r is not a list of strings' % (extra_args,))
     parsed = {}
     key = None
     for index, token in enumerate(extra_args):
         variable = 'sglang_server_extra_args[%d]' % index
-        if not isinstance(token, string_types):
+        if not isinstance(token, str):
             raise AnsibleFilterError('%s=%r is not a string' % (variable, token))
         token = to_text(token)
         check_text(token, variable)
@@ -150,7 +149,7 @@ def sglang_server_config(flags, api_key='', extra_args=None):
         config[key] = check_value(value, 'sglang_server_extra_args (--%s)' % key)
     if api_key is None:
         api_key = ''
-    if not isinstance(api_key, string_types):
+    if not isinstance(api_key, str):
         raise AnsibleFilterError('sglang_server_api_key is a %s; it must be a string (quote it)' % type(api_key).__name__)
     if api_key:
         check_text(to_text(api_key), 'sglang_server_api_key', show=False)
@@ -176,7 +175,7 @@ def systemd_environment(env, variable='sglang_server_env'):
         raise AnsibleFilterError('%s=%r is not a dict' % (variable, env))
     lines = []
     for name in sorted(env):
-        if not isinstance(name, string_types) or not ENV_NAME.match(name):
+        if not isinstance(name, str) or not ENV_NAME.match(name):
             raise AnsibleFilterError('%s has the name %r; a variable name is letters, digits and _, not starting '
                                      'with a digit' % (variable, name))
         value = env[name]
@@ -184,7 +183,7 @@ def systemd_environment(env, variable='sglang_server_env'):
             value = 'true' if value else 'false'
         if isinstance(value, float) and not math.isfinite(value):
             raise AnsibleFilterError("%s['%s']=%r is not a finite number" % (variable, name, value))
-        if not isinstance(value, (string_types, int, float)):
+        if not isinstance(value, (str, int, float)):
             raise AnsibleFilterError("%s['%s']=%r is a %s; a value is a string or a number"
                                      % (variable, name, value, type(value).__name__))
         value = to_text(value)
@@ -203,7 +202,7 @@ def systemd_command(argv, variables=None):
     words = []
     for index, word in enumerate(argv):
         variable = variables[index] if variables and index < len(variables) else 'ExecStart word %d' % index
-        if not isinstance(word, string_types) or not word:
+        if not isinstance(word, str) or not word:
             raise AnsibleFilterError('%s=%r is not a non-empty string' % (variable, word))
         word = to_text(word)
         check_text(word, variable)

@@ -12,7 +12,8 @@ DOCUMENTATION = r"""
 module: inventory_check
 short_description: Check an inventory's extraction servers before any host is touched
 version_added: 0.1.0
-author: eagle3.extraction maintainers
+author:
+  - eagle3.extraction maintainers (@eagle3)
 description:
   - Runs on the controller alone (an action plugin), so it contacts no host.
   - Reads, for every host of O(hosts), the variables of the collection's roles that the inventory sets
@@ -68,6 +69,7 @@ attributes:
     support: none
     description: It changes nothing.
   platform:
+    support: full
     platforms: all
     description: Runs on the controller.
 """

@@ -12,7 +12,8 @@ DOCUMENTATION = r"""
 module: role_input_check
 short_description: Check one role's variables as this host sees them, before the role changes anything
 version_added: 0.1.0
-author: eagle3.extraction maintainers
+author:
+  - eagle3.extraction maintainers (@eagle3)
 description:
   - Runs on the controller alone (an action plugin), so it contacts no host.
   - Reads every variable of O(role)'s argument spec as this host sees it (the role's defaults included) and
@@ -36,6 +37,7 @@ attributes:
     support: none
     description: It changes nothing.
   platform:
+    support: full
     platforms: all
     description: Runs on the controller.
 """

@@ -236,7 +236,7 @@ RULES = {
     'sglang_server_host': _pattern(HOST, 'an address or host name'),
     'sglang_server_port': _number(1, 65535),
     'sglang_server_tp_size': Rule(_tp_size, 'an integer from 1 to 256'),
-    'sglang_server_flags': Rule(_filter(lambda v: sglang_server_config(v)), 'SGLang flags'),
+    'sglang_server_flags': Rule(_filter(sglang_server_config), 'SGLang flags'),
     'sglang_server_extra_args': Rule(_filter(lambda v: sglang_server_config({}, '', v)), 'SGLang arguments'),
     'sglang_server_dump_dir': _path(),
     'sglang_server_shm_min_free_gib': _number(0, 1048576, 'GiB'),
@@ -327,8 +327,8 @@ def role_value_errors(options, values):
             if RULES[name].check in MESSAGE_RULES:
                 errors.append(reason)
             else:
-                errors.append('%s=%s is %s; give %s' % (name, '(hidden)' if secret else show(given[name]), reason,
-                                                         RULES[name].what))
+                shown = '(hidden)' if secret else show(given[name])
+                errors.append('%s=%s is %s; give %s' % (name, shown, reason, RULES[name].what))
     return errors
 
 

@@ -80,12 +80,12 @@ def assert_stopped_in_the_first_play(rc, output):
 
 
 def test_a_broken_inventory_fails_in_the_first_play_naming_every_problem(tmp_path):
-    servers = dict((host, dict(GOOD, **values)) for host, (values, _) in BROKEN.items())
+    servers = dict((host, dict(GOOD, **values)) for host, (values, unused) in BROKEN.items())
     inventory = write_inventory(tmp_path / 'hosts.yml', servers,
                                 {'extract_serial': [], 'extract_max_fail_percentage': '150%'})
     rc, output = run_extract(inventory)
     assert_stopped_in_the_first_play(rc, output)
-    for _, expected in BROKEN.values():
+    for unused, expected in BROKEN.values():
         if expected:
             assert expected in output, expected
     assert 'extract_serial=[] is empty' in output
