@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Run an external command (nvidia-smi, pct, lxc-info) with a deadline.
 
-AnsibleModule.run_command has no timeout: a wedged GPU driver makes nvidia-smi block in the
-kernel forever, and the module (and the play) with it. Here the command runs in its own
+AnsibleModule.run_command has no timeout (hence subprocess here, and the sanity ignore for
+it): a wedged GPU driver makes nvidia-smi block in the kernel forever, and the module (and the
+play) with it. Here the command runs in its own
 session; at the deadline the whole process group gets SIGKILL (a process blocked in the
 driver ignores SIGTERM), and CommandTimeout names the command and the timeout. Output is
 decoded as UTF-8 with replacement, under the C locale, as run_command does.

@@ -43,14 +43,11 @@ def _strings(value, where):
         yield where, value
     elif isinstance(value, dict):
         for key, item in value.items():
-            for found in _strings(key, where):
-                yield found
-            for found in _strings(item, '%s.%s' % (where, key)):
-                yield found
+            yield from _strings(key, where)
+            yield from _strings(item, '%s.%s' % (where, key))
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            for found in _strings(item, '%s[%d]' % (where, index)):
-                yield found
+            yield from _strings(item, '%s[%d]' % (where, index))
 
 
 def control_character_errors(params, names=None):
