@@ -203,16 +203,6 @@ def fd_targets(pid, proc_root=PROC):
         return []
 
 
-def fds_readable(pid, proc_root=PROC):
-    """Whether /proc/<pid>/fd can be listed (False for other users' processes
-    when not root, and for processes that are gone)."""
-    try:
-        os.listdir(os.path.join(proc_root, str(pid), 'fd'))
-        return True
-    except OSError:
-        return False
-
-
 def socket_inode(link_target):
     """Inode of a 'socket:[12345]' fd link, or None for anything else."""
     match = _SOCKET_LINK.match(link_target)
