@@ -326,8 +326,13 @@ _SERVER = textwrap.dedent("""
 
     cap = capture.HiddenStateCapture(sys.argv[2], writer_threads=1, max_pending=8,
                                      stop_timeout=30)
-    cap._torch = type("T", (), {"save": staticmethod(slow_save),
-                                "cat": staticmethod(torch.cat)})()
+    class SlowTorch:
+        save = staticmethod(slow_save)
+
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+    cap._torch = SlowTorch()
     assert cap.install_stop_handler()
     for i in range(5):
         cap.on_forward(*batches.make_batch([f"s{i}"], [16], seed=i))

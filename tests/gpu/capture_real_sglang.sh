@@ -42,7 +42,7 @@ if [ ! -f "$KIT/env.sh" ]; then
 fi
 # the server runs with the kit's own PYTHONPATH (none in venv mode), not ansible's
 SGL_PYTHONPATH=$(unset PYTHONPATH; . "$KIT/env.sh"; echo "${PYTHONPATH:-}")
-SGL_PY=$(unset PYTHONPATH; . "$KIT/env.sh"; echo "$SGL_PY")
+SGL_PY=$(unset PYTHONPATH; . "$KIT/env.sh"; command -v "$SGL_PY")  # the role wants a path
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} FLASHINFER_WORKSPACE_BASE=/tmp/fi_ws
 export PATH=$CUDA_HOME/bin:$PATH HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 CLIENT=(python3 tests/gpu/capture_client.py)
@@ -72,12 +72,9 @@ fi
 
 # -- servers -------------------------------------------------------------------------
 http_status() {  # port path -> the HTTP status code (no curl on that machine, maybe)
-  local line
-  exec 3<>"/dev/tcp/127.0.0.1/$1" 2>/dev/null || { echo 000; return; }
-  printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$2" >&3
-  IFS=' ' read -r -t 30 _ line _ <&3 || line=000
-  exec 3<&-
-  echo "$line"
+  ( exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+    printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$2" >&3
+    IFS=' ' read -r -t 30 _ code _ <&3 && echo "$code" ) 2>/dev/null || echo 000
 }
 SERVER_PGID=
 start_server() {  # name port dump_dir(or -) model_dir layer_ids [flags...]; sets SERVER_PGID

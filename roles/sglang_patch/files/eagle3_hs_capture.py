@@ -444,7 +444,9 @@ class _StagingBuffer:
 
     def _grow(self, nbytes):
         self._buf = None  # free the old one first: pinned memory is precious
-        self._buf = self._torch.empty(nbytes, dtype=self._torch.uint8, pin_memory=self.pinned)
+        # device="cpu": sglang builds the model under a default CUDA device
+        self._buf = self._torch.empty(nbytes, dtype=self._torch.uint8, device="cpu",
+                                      pin_memory=self.pinned)
 
     def views(self, tensors):
         """Host tensors shaped like ``tensors``, carved out of this buffer."""
@@ -465,13 +467,11 @@ class _StagingBuffer:
 class _Job:
     """One captured batch on its way to disk."""
 
-    __slots__ = ("requests", "hosts", "n_aux", "full_lens", "ready", "buffer",
-                 "remaining", "lock")
+    __slots__ = ("requests", "hosts", "full_lens", "ready", "buffer", "remaining", "lock")
 
-    def __init__(self, requests, hosts, n_aux, full_lens, ready, buffer):
+    def __init__(self, requests, hosts, full_lens, ready, buffer):
         self.requests = requests  # [(rid, prefix_len, seq_len, row_start, k)]
-        self.hosts = hosts  # [ids, hidden, aux_0 .. aux_{n_aux-1}] host tensors
-        self.n_aux = n_aux
+        self.hosts = hosts  # [ids, hidden, aux] host tensors
         self.full_lens = full_lens  # host tensor of orig_seq_lens, or None
         self.ready = ready  # waits until the device-to-host copies landed
         self.buffer = buffer
@@ -479,9 +479,8 @@ class _Job:
         self.lock = threading.Lock()
 
     def rows(self, lo, hi):
-        """(ids, hidden, [aux parts]) of rows lo..hi, views into the staging buffer."""
-        ids, hidden = self.hosts[0][lo:hi], self.hosts[1][lo:hi]
-        return ids, hidden, [a[lo:hi] for a in self.hosts[2:]]
+        """(ids, hidden, aux) of rows lo..hi, views into the staging buffer."""
+        return tuple(t[lo:hi] for t in self.hosts)
 
 
 class _Pending:
@@ -497,14 +496,12 @@ class _Pending:
 
 
 def _owned(rows):
-    """A copy of (ids, hidden, [aux]) that no longer refers to a staging buffer."""
-    ids, hidden, aux = rows
-    return ids.clone(), hidden.clone(), [a.clone() for a in aux]
+    """A copy of (ids, hidden, aux) that no longer refers to a staging buffer."""
+    return tuple(t.clone() for t in rows)
 
 
 def _nbytes(rows):
-    ids, hidden, aux = rows
-    return sum(t.numel() * t.element_size() for t in [ids, hidden, *aux])
+    return sum(t.numel() * t.element_size() for t in rows)
 
 
 class HiddenStateCapture:
@@ -703,10 +700,11 @@ class HiddenStateCapture:
         if input_ids is None:  # Kimi-K2.5's wrapper calls the language model with embeds
             input_ids = forward_batch.input_ids
         seq_lens = _host_list(forward_batch.extend_seq_lens_cpu, forward_batch.extend_seq_lens)
-        aux = list(aux_hidden_states) if isinstance(aux_hidden_states, (list, tuple)) \
-            else [aux_hidden_states]
+        aux = aux_hidden_states
+        if isinstance(aux, (list, tuple)):  # 0.5.14: K [T, H] tensors; one copy on the GPU
+            aux = self._torch.cat(list(aux), dim=-1)
         total = sum(seq_lens)
-        sizes = {int(t.shape[0]) for t in (input_ids, hidden_states, *aux)}
+        sizes = {int(t.shape[0]) for t in (input_ids, hidden_states, aux)}
         if len(seq_lens) != len(rids) or sizes != {total}:
             raise HiddenStateCaptureError(
                 f"hidden-state capture: a batch of {len(rids)} requests and "
@@ -716,7 +714,7 @@ class HiddenStateCapture:
         starts = [0]
         for n in seq_lens:
             starts.append(starts[-1] + n)
-        tensors = [input_ids, hidden_states, *aux]
+        tensors = [input_ids, hidden_states, aux]
         full = getattr(forward_batch, "orig_seq_lens", None)
         if full is not None:
             # A snapshot on the forward stream: sglang may advance orig_seq_lens in
@@ -735,8 +733,7 @@ class HiddenStateCapture:
             self._free_buffers.put(buffer)
             raise
         requests = [(rids[k], prefix_lens[k], seq_lens[k], starts[k], k) for k in chosen]
-        job = _Job(requests, hosts[:2 + len(aux)], len(aux),
-                   hosts[-1] if full is not None else None, ready, buffer)
+        job = _Job(requests, hosts[:3], hosts[3] if full is not None else None, ready, buffer)
         with self._idle:
             self._in_flight += 1
         self.stats["batches"] += 1
@@ -858,16 +855,10 @@ class HiddenStateCapture:
     # -- writer threads ----------------------------------------------------------
 
     def _payload(self, rid, parts):
-        torch = self._torch
-        if len(parts) == 1:
-            ids, hidden, aux = parts[0]
-            ids, hidden = ids.clone(), hidden.clone()  # a view would save the whole buffer
-            aux = aux[0].clone() if len(aux) == 1 else torch.cat(aux, dim=-1)
+        if len(parts) == 1:  # written straight from the staging buffer, no copy
+            ids, hidden, aux = (self._exact(t) for t in parts[0])
         else:
-            ids = torch.cat([p[0] for p in parts])
-            hidden = torch.cat([p[1] for p in parts])
-            aux = torch.cat([torch.cat(p[2], dim=-1) if len(p[2]) > 1 else p[2][0]
-                             for p in parts])
+            ids, hidden, aux = (self._torch.cat([p[i] for p in parts]) for i in range(3))
         payload = {
             "input_ids": ids,
             "hidden_state": hidden.unsqueeze(0),
@@ -876,6 +867,14 @@ class HiddenStateCapture:
         }
         payload.update(self.metadata)
         return payload, sum(t.numel() * t.element_size() for t in (ids, hidden, aux))
+
+    def _exact(self, view):
+        """``view`` over a storage of exactly its bytes (shared, not copied):
+        torch.save writes a tensor's whole storage, and a view's is the buffer's."""
+        start = view.storage_offset() * view.element_size()
+        storage = view.untyped_storage()[start:start + view.numel() * view.element_size()]
+        return self._torch.empty(0, dtype=view.dtype, device="cpu").set_(
+            storage, 0, view.shape)
 
     def _write_one(self, job, rid, parts):
         path = os.path.join(self.dump_dir, file_name_for(rid))
