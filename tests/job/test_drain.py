@@ -176,3 +176,13 @@ def test_manifest_refuses_another_jobs_output_dir(job_dirs):
     with pytest.raises(manifest.ManifestMismatch, match="dataset_sha256"):
         m.pin(job="a", dataset_sha256="2" * 64)
     m.close()
+
+
+@pytest.mark.parametrize("value,finite", [(float("nan"), False), (float("inf"), False),
+                                          (float("-inf"), False), (-3.0e38, True), (1e-40, True),
+                                          (0.0, True), (-0.0, True)])
+def test_the_fast_finite_check_agrees_with_torch(value, finite):
+    t = torch.randn(2, 5, 8).to(torch.bfloat16)
+    t[1, 3, 7] = value
+    assert drain.all_finite_bf16(torch, t) is finite
+    assert bool(torch.isfinite(t).all()) is finite

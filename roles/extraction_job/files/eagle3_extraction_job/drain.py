@@ -16,6 +16,8 @@ import time
 
 from eagle3_extraction_job import names
 
+# the dump stays in tmpfs pages, not copied into the process: the drain needs little RAM
+MMAP = True
 SPECFORGE_KEYS = ("input_ids", "loss_mask", "hidden_state", "aux_hidden_state")
 
 
@@ -46,6 +48,20 @@ def fsync_dir(path):
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+BF16_EXPONENT = 0x7F80
+
+
+def all_finite_bf16(torch, t):
+    """No NaN or Inf in a bf16 tensor: no value has all 8 exponent bits set.
+
+    Bit arithmetic on the int16 view, about 5x faster than ``torch.isfinite`` on bf16
+    on CPU (which widens every value): the drain's check must keep up with the disk.
+    """
+    if t.numel() == 0:
+        return True
+    return int(torch.bitwise_and(t.view(torch.int16), BF16_EXPONENT).max()) != BF16_EXPONENT
 
 
 def check_dump(torch, dump, sample, hidden_size=0, captured_layers=0):
@@ -79,8 +95,18 @@ def check_dump(torch, dump, sample, hidden_size=0, captured_layers=0):
         raise DumpRejected(f"aux_hidden_state width {aux.shape[2]}, expected "
                            f"{captured_layers} x {width}")
     for key, t in (("hidden_state", hidden), ("aux_hidden_state", aux)):
-        if not bool(torch.isfinite(t).all()):
+        if not all_finite_bf16(torch, t):
             raise DumpRejected(f"{key} holds NaN or Inf")
+
+
+def disable_zip_crc32(torch):
+    """torch.save's zip CRC costs a third of the drain's CPU and torch.load never checks
+    it; the manifest's sha256 covers every byte instead. (The capture does the same.)"""
+    try:
+        from torch.utils.serialization import config  # pylint: disable=import-outside-toplevel
+        config.save.compute_crc32 = False
+    except (ImportError, AttributeError):  # torch < 2.6 has no switch
+        pass
 
 
 class Drainer:
@@ -94,10 +120,11 @@ class Drainer:
         self.captured_layers = captured_layers
         self.rejected_dir = os.path.join(output_dir, "rejected")
         self._provenance = None  # (layer_ids, captured_layers, sglang_version, model)
+        disable_zip_crc32(torch)
 
     def load(self, path):
         try:
-            return self.torch.load(path, weights_only=True, mmap=True, map_location="cpu")
+            return self.torch.load(path, weights_only=True, mmap=MMAP, map_location="cpu")
         except Exception as exc:  # pylint: disable=broad-except
             raise DumpRejected(f"cannot be loaded: {exc!r}") from exc
 

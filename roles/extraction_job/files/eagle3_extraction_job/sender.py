@@ -8,8 +8,6 @@ is not an acknowledgement; the dump file is (see :mod:`eagle3_extraction_job.job
 """
 import asyncio
 
-import aiohttp
-
 from eagle3_extraction_job import names
 
 RETRY_STATUSES = {408, 425, 429, 500, 502, 503, 504}
@@ -32,8 +30,15 @@ def backoff(attempt, initial, maximum):
     return min(maximum, initial * 2 ** max(0, attempt - 1))
 
 
+def _aiohttp():
+    # imported when a request is made: the drain alone (benchmarks, tests) needs only torch
+    import aiohttp  # pylint: disable=import-outside-toplevel
+    return aiohttp
+
+
 class Sender:
     def __init__(self, session, server_url, job, api_key="", request_timeout=600.0):
+        aiohttp = _aiohttp()
         self.session = session
         self.url = server_url.rstrip("/")
         self.job = job
@@ -49,6 +54,7 @@ class Sender:
         }
 
     async def healthy(self):
+        aiohttp = _aiohttp()
         try:
             async with self.session.get(f"{self.url}/health", timeout=aiohttp.ClientTimeout(
                     total=30)) as resp:
@@ -57,6 +63,7 @@ class Sender:
             return False
 
     async def generate(self, sample):
+        aiohttp = _aiohttp()
         try:
             async with self.session.post(f"{self.url}/generate", json=self.body(self.job, sample),
                                          headers=self.headers, timeout=self.timeout) as resp:
