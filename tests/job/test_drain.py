@@ -76,8 +76,8 @@ def _missing(p):
     (_ids, "differ from the sample's from token 2"), (_short, "has 3 tokens, the sample 4"),
     (_dtype, "float32, expected bfloat16"), (_width, "expected 3 x 16"),
     (_missing, "aux_hidden_state missing")])
-def test_a_bad_dump_is_rejected_kept_off_shm_and_nothing_is_recorded(job_dirs, drainer,
-                                                                       mutate, reason):
+def test_a_bad_dump_is_rejected_kept_off_shm_and_nothing_is_recorded(
+        job_dirs, drainer, mutate, reason):
     dump = write_dump(job_dirs["dump"], "job-s1", IDS, mutate)
     with open(dump, "rb") as f:
         original = f.read()

@@ -92,11 +92,11 @@ def test_status_prints_one_table_with_totals(output_root):
     status_file.write_text(json.dumps(status))
     result = playbook("status.yml", output_root)
     assert result.returncode == 0, result.stdout + result.stderr
-    lines = [l for l in result.stdout.splitlines() if "localhost" in l or "TOTAL" in l]
+    lines = [line for line in result.stdout.splitlines() if "localhost" in line or "TOTAL" in line]
     table = "\n".join(lines)
     assert table.count("complete") == 2
     # the pid is this test, not a job: the table must say the job is not running
     assert "stopped (was running)" in table
-    total = [l for l in lines if "TOTAL" in l][0]
+    total = [line for line in lines if "TOTAL" in line][0]
     assert f"{len(SAMPLES) - status['samples_total'] + 3}" in total.split()
     assert "2h00m" in total
