@@ -3,3 +3,22 @@
 The tests import the collection as ``ansible_collections.eagle3.extraction`` through
 .ansible/collections (pytest.ini's ``pythonpath``), the way ansible-test units does.
 """
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+
+@pytest.fixture
+def run_module(capsys):
+    """run_module(module, args): module.main() run in-process with args (ansible-core's
+    patch_module_args; _ansible_check_mode and the like go in args); returns its result dict."""
+    def run(module, args):
+        with patch_module_args(args):
+            with pytest.raises(SystemExit):
+                module.main()
+        return json.loads(capsys.readouterr().out)
+    return run

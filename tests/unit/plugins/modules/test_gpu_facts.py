@@ -4,23 +4,15 @@ which must fail in bounded time naming the command and the timeout."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.eagle3.extraction.plugins.modules import gpu_facts
 
 REPO = Path(__file__).resolve().parents[4]
 STANDIN = REPO / 'tests' / 'standins' / 'nvidia_smi' / 'nvidia-smi'
 
-
-def run(args, capsys):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            gpu_facts.main()
-    return json.loads(capsys.readouterr().out)
 
 
 @pytest.fixture
@@ -37,30 +29,30 @@ def standin(tmp_path, monkeypatch):
     return set_mode
 
 
-def test_a_healthy_driver_gives_the_gpus(standin, capsys):
-    result = run({'nvidia_smi_path': str(STANDIN)}, capsys)
+def test_a_healthy_driver_gives_the_gpus(standin, run_module):
+    result = run_module(gpu_facts, {'nvidia_smi_path': str(STANDIN)})
     assert 'failed' not in result, result.get('msg')
     nvidia = result['ansible_facts']['nvidia']
     assert nvidia['gpu_count'] == 2 and nvidia['driver_version'] == '580.159.04'
     assert nvidia['interconnect'] == 'nvlink'
 
 
-def test_a_driver_that_is_not_loaded_names_the_cause(standin, capsys):
+def test_a_driver_that_is_not_loaded_names_the_cause(standin, run_module):
     standin('driver-not-loaded')
-    result = run({'nvidia_smi_path': str(STANDIN)}, capsys)
+    result = run_module(gpu_facts, {'nvidia_smi_path': str(STANDIN)})
     assert result['failed'] is True and result['cause'] == 'driver_not_loaded'
 
 
-def test_a_hanging_nvidia_smi_fails_in_bounded_time(standin, capsys):
+def test_a_hanging_nvidia_smi_fails_in_bounded_time(standin, run_module):
     standin('hang')
     began = time.monotonic()
-    result = run({'nvidia_smi_path': str(STANDIN), 'command_timeout': 1}, capsys)
+    result = run_module(gpu_facts, {'nvidia_smi_path': str(STANDIN), 'command_timeout': 1})
     assert time.monotonic() - began < 15
     assert result['failed'] is True and result['cause'] == 'timeout'
     assert '`%s` did not finish within its timeout of 1.0 seconds' % STANDIN in result['msg']
 
 
-def test_a_missing_nvidia_smi_names_the_option(tmp_path, capsys):
-    result = run({'nvidia_smi_path': str(tmp_path)}, capsys)
+def test_a_missing_nvidia_smi_names_the_option(tmp_path, run_module):
+    result = run_module(gpu_facts, {'nvidia_smi_path': str(tmp_path)})
     assert result['failed'] is True and result['cause'] == 'missing_binary'
     assert 'at nvidia_smi_path %s' % tmp_path in result['msg']

@@ -14,7 +14,6 @@ import json
 import re
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.eagle3.extraction.plugins.module_utils import procfs, reclaim
 from ansible_collections.eagle3.extraction.plugins.modules import port_reclaim, process_reclaim
 
@@ -50,12 +49,6 @@ def signals(monkeypatch):
     return sent
 
 
-def run(module, args, capsys):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            module.main()
-    return json.loads(capsys.readouterr().out)
-
 
 # ------------------------------------------------------------------ port_reclaim
 
@@ -73,32 +66,32 @@ def port_held_by(monkeypatch):
     return hold
 
 
-def test_port_reclaim_kills_nothing_when_a_protected_process_holds_the_port_too(port_held_by, signals, capsys):
+def test_port_reclaim_kills_nothing_when_a_protected_process_holds_the_port_too(port_held_by, signals, run_module):
     port_held_by(SERVER, INIT)
-    result = run(port_reclaim, {'port': PORT}, capsys)
+    result = run_module(port_reclaim, {'port': PORT})
     assert signals == {'terminate': [], 'kill': []}
     assert result['failed'] is True and result['changed'] is False and result['killed'] == []
     assert 'held by protected or out-of-scope process(es): 1 (/sbin/init: PID 1 (init))' in result['msg']
     assert [p['pid'] for p in result['protected']] == [1]
 
 
-def test_port_reclaim_kills_nothing_in_check_mode_beside_a_protected_holder(port_held_by, signals, capsys):
+def test_port_reclaim_kills_nothing_in_check_mode_beside_a_protected_holder(port_held_by, signals, run_module):
     port_held_by(SERVER, INIT)
-    result = run(port_reclaim, {'port': PORT, '_ansible_check_mode': True}, capsys)
+    result = run_module(port_reclaim, {'port': PORT, '_ansible_check_mode': True})
     assert signals == {'terminate': [], 'kill': []} and result['failed'] is True
 
 
-def test_port_reclaim_kills_the_holder_when_no_protected_process_shares_the_port(port_held_by, signals, capsys):
+def test_port_reclaim_kills_the_holder_when_no_protected_process_shares_the_port(port_held_by, signals, run_module):
     # the same port with the server alone: it is the one signalled (the two tests above can fail)
     port_held_by(SERVER)
-    result = run(port_reclaim, {'port': PORT}, capsys)
+    result = run_module(port_reclaim, {'port': PORT})
     assert signals['terminate'] == [[SERVER.pid]]
     assert 'failed' not in result and result['changed'] is True and result['port_free'] is True
 
 
-def test_port_reclaim_redacts_the_holders_api_key(port_held_by, signals, capsys):
+def test_port_reclaim_redacts_the_holders_api_key(port_held_by, signals, run_module):
     port_held_by(SERVER, INIT)
-    result = run(port_reclaim, {'port': PORT, '_ansible_check_mode': True}, capsys)
+    result = run_module(port_reclaim, {'port': PORT, '_ansible_check_mode': True})
     out = json.dumps(result)
     assert SECRET not in out
     assert '--api-key <redacted>' in [h['cmdline'] for h in result['holders'] if h['pid'] == SERVER.pid][0]
@@ -160,10 +153,10 @@ def test_process_reclaim_with_vmid_leaves_a_zombies_parent_outside_the_container
     assert plan['action'] == 'none' and plan['reason'] == 'the parent is outside container 101'
 
 
-def test_process_reclaim_redacts_matched_command_lines(monkeypatch, signals, capsys):
+def test_process_reclaim_redacts_matched_command_lines(monkeypatch, signals, run_module):
     processes = {SERVER.pid: SERVER}
     monkeypatch.setattr(procfs, 'snapshot', lambda proc_root=procfs.PROC: processes)
-    result = run(process_reclaim, {'_ansible_check_mode': True}, capsys)
+    result = run_module(process_reclaim, {'_ansible_check_mode': True})
     assert [m['pid'] for m in result['matched']] == [SERVER.pid]
     assert SECRET not in json.dumps(result)
     assert signals == {'terminate': [], 'kill': []}

@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.eagle3.extraction.plugins.modules import port_reclaim, process_reclaim
 
 SECRET = 'sk-test-9f8e7d6c5b4a'
@@ -30,36 +29,30 @@ def holder():
     child.wait()
 
 
-def run(module, args, capsys):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            module.main()
-    return capsys.readouterr().out
 
-
-def test_port_reclaim_check_mode_shows_the_holder_without_its_key(holder, capsys):
+def test_port_reclaim_check_mode_shows_the_holder_without_its_key(holder, run_module):
     child, port = holder
-    out = run(port_reclaim, {'port': port, 'address': '127.0.0.1', '_ansible_check_mode': True}, capsys)
-    result = json.loads(out)
+    result = run_module(port_reclaim, {'port': port, 'address': '127.0.0.1', '_ansible_check_mode': True})
+    out = json.dumps(result)
     assert [h['pid'] for h in result['holders']] == [child.pid]
     assert SECRET not in out
     assert '--api-key <redacted> HF_TOKEN=<redacted>' in result['holders'][0]['cmdline']
     assert child.poll() is None
 
 
-def test_port_reclaim_kills_the_holder_and_returns_no_key(holder, capsys):
+def test_port_reclaim_kills_the_holder_and_returns_no_key(holder, run_module):
     child, port = holder
-    out = run(port_reclaim, {'port': port, 'address': '127.0.0.1', 'signal_timeout': 5}, capsys)
-    result = json.loads(out)
+    result = run_module(port_reclaim, {'port': port, 'address': '127.0.0.1', 'signal_timeout': 5})
+    out = json.dumps(result)
     assert result['changed'] is True and result['port_free'] is True
     assert SECRET not in out
     assert child.wait(timeout=10) is not None
 
 
-def test_process_reclaim_matches_the_holder_and_returns_no_key(holder, capsys):
+def test_process_reclaim_matches_the_holder_and_returns_no_key(holder, run_module):
     child, _port = holder
-    out = run(process_reclaim, {'match': [TITLE], 'signal_timeout': 5}, capsys)
-    result = json.loads(out)
+    result = run_module(process_reclaim, {'match': [TITLE], 'signal_timeout': 5})
+    out = json.dumps(result)
     assert [m['pid'] for m in result['matched']] == [child.pid]
     assert SECRET not in out
     assert child.wait(timeout=10) is not None

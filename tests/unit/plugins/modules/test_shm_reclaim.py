@@ -7,7 +7,6 @@ The module runs in-process (ansible-core's patch_module_args)."""
 from __future__ import annotations
 
 import errno
-import json
 import os
 import shutil
 import subprocess
@@ -20,7 +19,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[4]
 
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.eagle3.extraction.plugins.module_utils import procfs
 from ansible_collections.eagle3.extraction.plugins.modules import shm_reclaim
 
@@ -101,14 +99,8 @@ def paths(entries):
     return [e['path'] for e in entries]
 
 
-def run_module(args, capsys):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            shm_reclaim.main()
-    return json.loads(capsys.readouterr().out)
 
-
-def test_held_files_stay_stale_ones_go(shm_dir, capsys):
+def test_held_files_stay_stale_ones_go(shm_dir, run_module):
     populate(shm_dir)
     opener = mapper = None
     try:
@@ -119,13 +111,13 @@ def test_held_files_stay_stale_ones_go(shm_dir, capsys):
         assert key(shm_dir / 'nccl-a') in fd_keys(opener.pid)
 
         # check mode: the same report, nothing removed
-        checked = run_module({'path': str(shm_dir), '_ansible_check_mode': True}, capsys)
+        checked = run_module(shm_reclaim, {'path': str(shm_dir), '_ansible_check_mode': True})
         assert (shm_dir / 'nccl-b').exists()
         assert checked['changed'] is True
         assert paths(checked['removed']) == [str(shm_dir / 'nccl-b')]
         assert checked['bytes_freed'] == SIZES['nccl-b']
 
-        result = run_module({'path': str(shm_dir)}, capsys)
+        result = run_module(shm_reclaim, {'path': str(shm_dir)})
         assert result['changed'] is True and 'failed' not in result
         assert result['removed'] == [{'path': str(shm_dir / 'nccl-b'), 'size': SIZES['nccl-b'], 'holders': []}]
         assert result['bytes_freed'] == SIZES['nccl-b']
@@ -144,7 +136,7 @@ def test_held_files_stay_stale_ones_go(shm_dir, capsys):
             assert (shm_dir / name).is_file(), name
         assert (shm_dir / 'nccl-link').is_symlink()
 
-        again = run_module({'path': str(shm_dir)}, capsys)
+        again = run_module(shm_reclaim, {'path': str(shm_dir)})
         assert again['changed'] is False and again['removed'] == [] and again['bytes_freed'] == 0
         assert paths(again['kept']) == [str(shm_dir / 'nccl-a'), str(shm_dir / 'psm_c')]
     finally:
@@ -192,23 +184,23 @@ def test_min_age_keeps_a_fresh_file(shm_dir):
     assert paths(later['removed']) == [str(shm_dir / 'nccl-fresh')]
 
 
-def test_missing_directory_is_no_change(tmp_path, capsys):
-    result = run_module({'path': str(tmp_path / 'absent')}, capsys)
+def test_missing_directory_is_no_change(tmp_path, run_module):
+    result = run_module(shm_reclaim, {'path': str(tmp_path / 'absent')})
     assert 'failed' not in result and result['changed'] is False
     assert result['removed'] == [] and result['kept'] == [] and result['bytes_freed'] == 0
     assert result['unreadable_pids'] == []
     assert result['msg'] == '%s does not exist, nothing to reclaim' % (tmp_path / 'absent')
 
 
-def test_bad_values_fail(tmp_path, capsys):
-    result = run_module({'path': str(tmp_path), 'min_age': -1}, capsys)
+def test_bad_values_fail(tmp_path, run_module):
+    result = run_module(shm_reclaim, {'path': str(tmp_path), 'min_age': -1})
     assert result['failed'] is True and 'min_age: -1.0 is out of range' in result['msg']
     (tmp_path / 'plain').write_bytes(b'')
-    result = run_module({'path': str(tmp_path / 'plain')}, capsys)
+    result = run_module(shm_reclaim, {'path': str(tmp_path / 'plain')})
     assert result['failed'] is True and 'is not a directory' in result['msg']
 
 
-def test_removal_errors_fail_after_trying_every_file(shm_dir, capsys, monkeypatch):
+def test_removal_errors_fail_after_trying_every_file(shm_dir, run_module, monkeypatch):
     for name in ('nccl-1', 'nccl-2', 'nccl-3'):
         (shm_dir / name).write_bytes(b'z' * 5)
     real_unlink = os.unlink
@@ -219,7 +211,7 @@ def test_removal_errors_fail_after_trying_every_file(shm_dir, capsys, monkeypatc
         return real_unlink(path, *args, **kwargs)
 
     monkeypatch.setattr(shm_reclaim.os, 'unlink', unlink)
-    result = run_module({'path': str(shm_dir)}, capsys)
+    result = run_module(shm_reclaim, {'path': str(shm_dir)})
     assert result['failed'] is True and result['changed'] is True
     assert result['msg'] == 'could not remove 1 file(s): %s: %s' % (shm_dir / 'nccl-2', os.strerror(errno.EPERM))
     assert paths(result['removed']) == [str(shm_dir / 'nccl-1'), str(shm_dir / 'nccl-3')]
