@@ -1,7 +1,7 @@
 """Bad values for every option of the five modules: each is refused cleanly, naming the
 option, before anything is read or changed.
 
-Each case runs the module's main() in-process (ansible-core's patch_module_args) with one bad
+Each case runs the module's main() in-process (the run_module fixture) with one bad
 value beside otherwise good options, and checks that:
 
 - the module fails (no traceback: an exception would escape main() and fail the test);
@@ -24,7 +24,6 @@ import tempfile
 import time
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.eagle3.extraction.plugins.module_utils import procfs, reclaim
 from ansible_collections.eagle3.extraction.plugins.modules import (
     gpu_facts, pct_container, port_reclaim, process_reclaim, shm_reclaim)
@@ -108,12 +107,9 @@ def tripwires(lab, monkeypatch):
             assert handle.read() == content, '%s changed or went' % path
 
 
-def refused(module, args, option, capsys):
+def refused(run_module, module, args, option):
     """Run module with args; assert a clean failure naming option; return the result."""
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            module.main()
-    result = json.loads(capsys.readouterr().out)
+    result = run_module(module, args)
     assert result.get('failed') is True, result
     if '\\u0000' in json.dumps(args[option]):
         # ansible-core refuses a NUL byte itself, before the module's checks, when it logs the invocation
@@ -150,10 +146,10 @@ PORT_CASES = (
 
 
 @pytest.mark.parametrize('option, value', PORT_CASES)
-def test_port_reclaim_refuses(option, value, tripwires, capsys):
+def test_port_reclaim_refuses(option, value, tripwires, run_module):
     args = {'port': 8000}
     args[option] = value
-    refused(port_reclaim, args, option, capsys)
+    refused(run_module, port_reclaim, args, option)
 
 
 # ------------------------------------------------------------------ process_reclaim
@@ -176,10 +172,10 @@ PROCESS_CASES = (
 
 
 @pytest.mark.parametrize('option, value', PROCESS_CASES)
-def test_process_reclaim_refuses(option, value, lab, tripwires, capsys):
+def test_process_reclaim_refuses(option, value, lab, tripwires, run_module):
     if value == 'NOT_EXECUTABLE':
         value = str(lab['not_executable'])
-    refused(process_reclaim, {option: value}, option, capsys)
+    refused(run_module, process_reclaim, {option: value}, option)
 
 
 # ------------------------------------------------------------------ shm_reclaim
@@ -194,7 +190,7 @@ SHM_CASES = (
 
 
 @pytest.mark.parametrize('option, value', SHM_CASES)
-def test_shm_reclaim_refuses(option, value, lab, tripwires, capsys, tmp_path):
+def test_shm_reclaim_refuses(option, value, lab, tripwires, run_module, tmp_path):
     if value == 'PLAIN_FILE':
         value = str(lab['plain'])
     elif value == 'EXT4_DIR':
@@ -203,7 +199,7 @@ def test_shm_reclaim_refuses(option, value, lab, tripwires, capsys, tmp_path):
         value = str(tmp_path)
     args = {'path': lab['shm']}
     args[option] = value
-    refused(shm_reclaim, args, option, capsys)
+    refused(run_module, shm_reclaim, args, option)
 
 
 # ------------------------------------------------------------------ gpu_facts
@@ -217,12 +213,12 @@ GPU_FACTS_CASES = (
 
 
 @pytest.mark.parametrize('option, value', GPU_FACTS_CASES)
-def test_gpu_facts_refuses(option, value, lab, tripwires, capsys):
+def test_gpu_facts_refuses(option, value, lab, tripwires, run_module):
     if value == 'NOT_EXECUTABLE':
         value = str(lab['not_executable'])
     args = {'nvidia_smi_path': str(lab['bin'] / 'nvidia-smi')}
     args[option] = value
-    refused(gpu_facts, args, option, capsys)
+    refused(run_module, gpu_facts, args, option)
 
 
 # ------------------------------------------------------------------ pct_container
@@ -261,7 +257,7 @@ PCT_CASES = (
 
 
 @pytest.mark.parametrize('option, value', PCT_CASES)
-def test_pct_container_refuses(option, value, lab, tripwires, capsys):
+def test_pct_container_refuses(option, value, lab, tripwires, run_module):
     if value == 'NOT_EXECUTABLE':
         value = str(lab['not_executable'])
     elif value == 'PCT\n':
@@ -269,11 +265,11 @@ def test_pct_container_refuses(option, value, lab, tripwires, capsys):
     args = {'vmid': 101, 'pct_path': str(lab['bin'] / 'pct'), 'conf_dir': str(lab['conf_dir']),
             'ostemplate': 'local:vztmpl/debian-12.tar', 'storage': 'local-lvm'}
     args[option] = value
-    result = refused(pct_container, args, option, capsys)
+    result = refused(run_module, pct_container, args, option)
     assert not result.get('commands')
 
 
-def test_good_values_pass_the_checks(lab, tripwires, capsys):
+def test_good_values_pass_the_checks(lab, tripwires):
     """The counterpart: the base values the cases start from are accepted (so each case fails for its one bad value)."""
     assert port_reclaim.validate(dict(port=8000, address='127.0.0.1', signal_timeout=10.0, kill_timeout=10.0,
                                       command_timeout=60.0, vmid=101))[1] == []
