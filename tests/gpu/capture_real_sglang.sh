@@ -82,7 +82,7 @@ start_server() {  # name port dump_dir(or -) model_dir layer_ids [flags...]; set
   shift 5
   local envs=(PYTHONPATH="$SGL_PYTHONPATH")
   [ "$dump" = - ] || envs+=(SGLANG_HS_DUMP_DIR="$dump" SGLANG_HS_LAYER_IDS="$layers"
-                            SGLANG_HS_WRITER_THREADS=8)
+                            SGLANG_HS_WRITER_THREADS="${CAPTURE_WRITERS:-8}")
   setsid env "${envs[@]}" "$SGL_PY" -m sglang.launch_server --model-path "$model" \
     --load-format dummy --skip-tokenizer-init --tp-size 1 --random-seed 42 \
     --disable-cuda-graph --disable-radix-cache --disable-custom-all-reduce \
@@ -167,7 +167,7 @@ else
   rm -rf "$DUMP"; mkdir -p "$DUMP"
   python3 tests/gpu/model_config.py "$WORK/wide" --hidden 7168 --layers 8 --experts 32 --context 4096
   echo "[shm] $(df -h /dev/shm | tail -1)"
-  for tag in off on; do
+  for tag in ${CAPTURE_BENCH_TAGS:-off on}; do
     dump=-; [ "$tag" = on ] && dump=$DUMP
     if start_server "bench-$tag" 30010 "$dump" "$WORK/wide" 1,3,5; then
       client bench --url http://127.0.0.1:30010 --tag "$tag" $([ "$tag" = on ] && echo --dump "$DUMP") \
