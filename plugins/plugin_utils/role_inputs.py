@@ -118,7 +118,7 @@ def _each(rule):
         for index, item in enumerate(value):
             reason = rule.check(item)
             if reason:
-                return 'item %d (%s) is %s' % (index, show(item), reason)
+                return 'refused at item %d (%s: %s)' % (index, show(item), reason)
         return None
     return Rule(check, 'a list, each item ' + rule.what)
 

@@ -56,3 +56,37 @@ def test_bad_role_values_are_refused_by_name(tmp_path):
     assert results['env']['failed'] and results['env']['errors'] == [
         "ml_env_path='/usr' is a system directory; give an absolute path that is not a system directory"]
     assert not results['patch'].get('failed')
+
+
+ROLE_PLAY = [{
+    'hosts': 'localhost', 'gather_facts': False,
+    'tasks': [
+        {'name': 'The preflight with the defaults and a good path',
+         'ansible.builtin.include_role': {'name': 'eagle3.extraction.ml_env', 'tasks_from': 'preflight'},
+         'vars': {'ml_env_path': '/opt/eagle3-test-venv'}},
+        {'name': 'The preflight with bad values', 'block': [
+            {'name': 'Run it', 'ansible.builtin.include_role': {'name': 'eagle3.extraction.ml_env',
+                                                                'tasks_from': 'preflight'},
+             'vars': {'ml_env_path': '/usr', 'ml_env_packages': ['--index-url=http://example.invalid']}},
+            {'name': 'It passed', 'ansible.builtin.fail': {'msg': 'the preflight took bad values'}}],
+         'rescue': [{'name': 'Keep the message', 'ansible.builtin.copy': {
+             'content': '{{ {"task": ansible_failed_task.name, "msg": ansible_failed_result.msg} | to_json }}',
+             'dest': '{{ out }}'}}]},
+    ],
+}]
+
+
+def test_a_roles_preflight_ends_with_the_check(tmp_path):
+    playbook = tmp_path / 'role.yml'
+    playbook.write_text(yaml.safe_dump(ROLE_PLAY))
+    out_file = tmp_path / 'out.json'
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='1')
+    run = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i', 'localhost,',
+                          '-c', 'local', '-e', 'ansible_python_interpreter=/usr/bin/python3', str(playbook),
+                          '-e', 'out=%s' % out_file], cwd=REPO, env=env, capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    failure = yaml.safe_load(out_file.read_text())
+    assert failure['task'] == 'Check every value of the role against its rules'
+    assert "ml_env_path='/usr' is a system directory" in failure['msg']
+    assert "ml_env_packages=['--index-url=http://example.invalid'] is refused at item 0" in failure['msg']
