@@ -13,9 +13,9 @@ version_added: 0.1.0
 description:
   - With O(job_dir), on a container, reads the C(status.json) of every shard output dir (C(shard-*)) under it,
     as the C(extraction_job) role's job writes it every few seconds, and says whether each job process still runs.
-  - With O(reports), on the controller, turns the per-host results into one table (per host and shard: state,
-    samples done of the shard, tokens/s, ETA, C(/dev/shm) used, output disk free, errors) and totals, with the
-    whole job's ETA (the slowest shard's, as the shards run in parallel).
+  - With O(reports), on the controller, turns the per-host results into one table, a line per host and shard
+    (state, samples done of the shard, tokens/s, ETA, C(/dev/shm) used, output disk free, errors), and totals
+    with the whole job's ETA (the slowest shard's, as the shards run in parallel).
   - Reads only; never changes anything.
 author:
   - eagle3.extraction maintainers (@eagle3)
