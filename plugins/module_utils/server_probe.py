@@ -7,9 +7,10 @@ the tail of its log. Shared by server_health (the wait after a start) and conver
 
 from __future__ import annotations
 
-import subprocess
 import urllib.error
 import urllib.request
+
+from ansible_collections.eagle3.extraction.plugins.module_utils import command
 
 SYSTEMCTL_TIMEOUT = 30
 HEALTH_TIMEOUT = 5
@@ -29,9 +30,8 @@ def health(url, timeout=HEALTH_TIMEOUT):
 def unit_properties(unit, properties=('ActiveState', 'SubState', 'NRestarts'), timeout=SYSTEMCTL_TIMEOUT):
     """{property: value} from ``systemctl show``; empty values where systemctl cannot say."""
     try:
-        out = subprocess.run(['systemctl', 'show', '--property=' + ','.join(properties), '--', unit],
-                             capture_output=True, text=True, check=False, timeout=timeout).stdout
-    except (OSError, subprocess.TimeoutExpired):
+        out = command.run(['systemctl', 'show', '--property=' + ','.join(properties), '--', unit], timeout)[1]
+    except (OSError, command.CommandTimeout):
         out = ''
     found = dict(line.split('=', 1) for line in out.splitlines() if '=' in line)
     return dict((name, found.get(name, '')) for name in properties)

@@ -26,11 +26,17 @@ def test_each_change_gives_another_value_and_bytecode_does_not_count(tree):
     (tree / 'plugins' / '__pycache__' / 'm.cpython-312.pyc').write_bytes(b'\0')
     (tree / 'plugins' / 'n.pyc').write_bytes(b'\0')
     assert files_sha256(dirs(tree)) in seen
-    for change in (lambda: (tree / 'plugins' / 'm.py').write_text('x = 2\n'),
-                   lambda: (tree / 'plugins' / 'new.py').write_text(''),
-                   lambda: (tree / 'plugins' / 'new.py').rename(tree / 'plugins' / 'renamed.py'),
-                   lambda: (tree / 'roles' / 'a' / 'tasks' / 'main.yml').unlink()):
-        change()
+    changes = [
+        ((tree / 'plugins' / 'm.py').write_text, 'x = 2\n'),
+        ((tree / 'plugins' / 'new.py').write_text, ''),
+        ((tree / 'plugins' / 'new.py').rename, tree / 'plugins' / 'renamed.py'),
+        ((tree / 'roles' / 'a' / 'tasks' / 'main.yml').unlink, None),
+    ]
+    for change, argument in changes:
+        if argument is None:
+            change()
+        else:
+            change(argument)
         value = files_sha256(dirs(tree))
         assert value not in seen
         seen.add(value)

@@ -80,8 +80,8 @@ def test_unchanged_healthy_site_is_converged(tmp_path, capsys, server):
     assert now['stamp']['gpus'] == '2 x H200'
 
 
-@pytest.mark.parametrize('active, code, says', [('inactive', 200, 'unit'), ('active', 503, 'health'),
-                                                 ('active', None, 'health')])
+@pytest.mark.parametrize('active, code, says', [
+    ('inactive', 200, 'unit'), ('active', 503, 'health'), ('active', None, 'health')])
 def test_a_stopped_or_unhealthy_server_is_not_converged(tmp_path, capsys, server, active, code, says):
     make_site(tmp_path)
     stamp, dummy = record(tmp_path, capsys)
