@@ -176,7 +176,7 @@ def bench_manifest(args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     sub = parser.add_subparsers(dest="what", required=True)
     d = sub.add_parser("drain")
     d.add_argument("--dump-root", default="/dev/shm")

@@ -221,7 +221,7 @@ def test_a_rejected_dump_is_kept_reported_and_resent_on_the_next_run(job_dirs):
         job = jobmod.Job(cfg, torch)
         code = await job.run_async()
         return code, job.snapshot(), server.received
-    code, snap, _ = run(with_server(job_dirs, lambda s: body(s, {bad_rid: nan})))
+    code, snap, _sent = run(with_server(job_dirs, lambda s: body(s, {bad_rid: nan})))
     assert code == jobmod.EXIT_INCOMPLETE and snap["errors"] == 1
     assert "NaN" in snap["last_errors"][0] and samples[1][0] in snap["last_errors"][0]
     kept = os.listdir(os.path.join(job_dirs["out"], "rejected"))

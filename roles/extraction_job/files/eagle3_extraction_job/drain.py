@@ -156,7 +156,7 @@ class Drainer:
             "hidden_state": dump["hidden_state"],
             "aux_hidden_state": dump["aux_hidden_state"],
         }
-        _, relpath = self.manifest.reserve(sample.sample_id, names.ckpt_relpath)
+        _idx, relpath = self.manifest.reserve(sample.sample_id, names.ckpt_relpath)
         try:
             nbytes, sha = self.write(relpath, payload)
             self.manifest.finish(sample.sample_id, len(sample.input_ids), nbytes, sha)

@@ -89,7 +89,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
             "errors": self.error_count,
             "bad_lines": len(self.scan.bad_lines) if self.scan else 0,
             "foreign_dumps": self.foreign_dumps,
-            "last_errors": [f"{sid or 'job'}: {msg}" for _, sid, msg in self.errors[-5:]],
+            "last_errors": [f"{sid or 'job'}: {msg}" for _at, sid, msg in self.errors[-5:]],
             "started_at": self.started_at,
             "updated_at": time.time(),
         }

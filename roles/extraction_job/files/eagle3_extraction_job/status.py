@@ -53,7 +53,7 @@ class Rate:
         span = min(self.window, now - self.started)
         if span <= 0 or not self.events:
             return 0.0
-        return sum(t for _, t in self.events) / span
+        return sum(t for _at, t in self.events) / span
 
 
 def sglang_files_sha256():
