@@ -300,3 +300,18 @@ def test_the_api_key_is_sent_as_bearer(job_dirs, key):
         return await jobmod.Job(config_for(job_dirs, ds, server.url), torch,
                                 api_key=key).run_async()
     assert run(with_server(job_dirs, body, api_key=key)) == jobmod.EXIT_COMPLETE
+
+
+def test_a_server_that_never_answers_ends_the_run_incomplete_and_sends_nothing(job_dirs):
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", make_samples(3))
+    # a port nothing listens on: bind one, close it
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = config_for(job_dirs, ds, f"http://127.0.0.1:{port}", health_timeout=0.5)
+    job = jobmod.Job(cfg, torch)
+    assert run(job.run_async()) == jobmod.EXIT_INCOMPLETE
+    snap = job.snapshot()
+    assert snap["state"] == "incomplete" and "not answering" in snap["last_errors"][0]
+    assert snap["samples_done"] == 0

@@ -367,6 +367,11 @@ class Job:  # pylint: disable=too-many-instance-attributes
             self.state = "failed"
             self.error(None, str(exc))
             return EXIT_REFUSED
+        except sender.RetryableError as exc:
+            # the server never became healthy: systemd starts the job again later
+            self.state = "incomplete"
+            self.error(None, f"the server is not answering: {exc}")
+            return EXIT_INCOMPLETE
         finally:
             if self._status_task:
                 self._status_task.cancel()
