@@ -25,7 +25,8 @@ READ_ONLY = {
 CHECK_MODE_ONLY = {'eagle3.extraction.sglang_source_patch', 'eagle3.extraction.pct_container'}
 KEYWORDS = {'name', 'vars', 'register', 'when', 'loop', 'loop_control', 'tags', 'check_mode', 'changed_when',
             'failed_when', 'delegate_to', 'delegate_facts', 'no_log', 'diff', 'block', 'rescue', 'always',
-            'environment', 'run_once', 'until', 'retries', 'delay', 'ignore_errors', 'module_defaults'}
+            'environment', 'run_once', 'until', 'retries', 'delay', 'ignore_errors', 'module_defaults',
+            'timeout'}
 
 
 def tasks_of(path):
