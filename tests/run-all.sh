@@ -19,11 +19,11 @@ step() {
 step fleet bash tests/fleet/up.sh
 step ansible-lint ansible-lint --profile production
 step sanity bash tests/sanity.sh
-# tests/capture needs torch, which exists as a CPU build for Python 3.11 only
-step pytest pytest -q tests --ignore=tests/capture --ignore=tests/integration/test_rollout.py
+step pytest pytest -q tests --ignore=tests/capture --ignore=tests/job --ignore=tests/integration/test_rollout.py
 # extract.yml on the whole fleet, through ansible-runner (cold, converged, faults, ...)
 step pytest:rollout pytest -q tests/integration/test_rollout.py
-step pytest:capture bash -c 'bash tests/capture/venv.sh && .venv-torch/bin/python -m pytest -q -p no:cacheprovider tests/capture'
+# tests/capture and tests/job need torch, which exists as a CPU build for Python 3.11 only
+step pytest:torch bash -c 'bash tests/torch-venv.sh && .venv-torch/bin/python -m pytest -q -p no:cacheprovider tests/capture tests/job'
 for config in molecule/*/molecule.yml; do
   scenario=$(basename "$(dirname "$config")")
   step "molecule:$scenario" molecule test -s "$scenario"

@@ -1,6 +1,6 @@
 # Copyright: eagle3.extraction contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Fixtures for the extraction job's tests (CPU torch venv: tests/job/venv.sh).
+"""Fixtures for the extraction job's tests (CPU torch venv: tests/torch-venv.sh).
 
 The stand-in server here answers ``/generate`` and writes each request's dump
 the way the real capture does: the capture module's own file naming
@@ -25,7 +25,7 @@ try:
     from aiohttp import web
 except ImportError:
     # another venv (the controller's .venv runs `pytest tests`): these tests run in the job's
-    # own venv, `bash tests/job/venv.sh && .venv-job/bin/python -m pytest tests/job`
+    # torch venv, `bash tests/torch-venv.sh && .venv-torch/bin/python -m pytest tests/job`
     torch = web = None
     collect_ignore_glob = ["test_*.py"]
 

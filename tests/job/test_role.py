@@ -67,7 +67,7 @@ def test_role_installs_configures_and_the_unit_command_extracts(job_dirs):
             "extraction_job_output_root": str(tmp / "srv"), "extraction_job_server_url": server.url,
             "extraction_job_dump_dir": job_dirs["dump"], "extraction_job_model_path": str(model),
             "extraction_job_api_key": KEY, "extraction_job_python": os.path.join(
-                ROOT, ".venv-job", "bin", "python"),
+                ROOT, ".venv-torch", "bin", "python"),
             "extraction_job_install_dir": str(tmp / "opt"), "extraction_job_config_dir": str(tmp / "etc"),
             "extraction_job_data_dir": str(tmp / "var"), "extraction_job_log_dir": str(tmp / "log"),
             "extraction_job_systemd_dir": str(tmp / "systemd"),
