@@ -100,6 +100,11 @@ class Run(object):
                 found[data['host']] = data['res']
         return found
 
+    def results_failed(self, host):
+        """Results of every task that failed on host."""
+        return [event['event_data']['res'] for event in self.events
+                if event.get('event') == 'runner_on_failed' and event.get('event_data', {}).get('host') == host]
+
     def roles_run(self, host):
         """The roles that ran a task on host, in order."""
         roles = []
@@ -318,19 +323,26 @@ def test_unreachable_hypervisor_fails_only_its_container(tmp_path, state):
 
 
 def test_failed_canary_stops_the_rollout(tmp_path, state):
-    """extract_serial 1 and extract_max_fail_percentage 0: ct1 (a bad port) is the first
-    batch; its failure ends the rollout before ct2 and ct3 start."""
+    """extract_serial 1 and extract_max_fail_percentage 0: ct1 (its server crashes at start)
+    is the first batch; its failure ends the rollout before ct2 and ct3 start."""
     assert state.get('cold'), 'needs the cold run'
-    bad = inventory(tmp_path, 'canary', {'all': {'hosts': {'ct1': {'sglang_server_port': 70000}}}})
+    bad = inventory(tmp_path, 'canary', {'all': {'hosts': {'ct1': {'sglang_server_env': {
+        'SGLANG_STANDIN_LOAD_SECONDS': '1',
+        'SGLANG_STANDIN_CRASH': "ModuleNotFoundError: No module named 'sgl_kernel'"}}}}})
     result = extract(tmp_path, 'canary', inventories=[bad],
                      extravars={'extract_serial': 1, 'extract_max_fail_percentage': 0})
 
     assert result.rc != 0
     assert result.failed_hosts() == ['ct1']
-    assert 'port=70000' in result.results('Fail this host', 'ct1')['ct1']['msg']
+    assert "No module named 'sgl_kernel'" in result.results('Fail this host', 'ct1')['ct1']['msg']
     for host in ('ct2', 'ct3'):
         assert result.roles_run(host) == []
     assert 'Print one line per extraction server, then each failure and its cause' not in result.output
+
+    # the canary's inventory fixed: healthy again
+    healed = extract(tmp_path, 'canary-healed')
+    assert healed.rc == 0, healed.output[-5000:]
+    assert_healthy(healed)
 
 
 def test_server_crashing_at_start_fails_its_host_with_the_cause(tmp_path, state):
@@ -357,32 +369,46 @@ def test_server_crashing_at_start_fails_its_host_with_the_cause(tmp_path, state)
     assert_healthy(healed)
 
 
-def test_bad_values_fail_in_preflight_with_nothing_changed(tmp_path, state):
+def test_bad_values_fail_before_any_host_is_touched(tmp_path, state):
+    """Values the inventory shows wrong fail in the first play, on the controller."""
     assert state.get('cold'), 'needs the cold run'
-    ct('ct3', 'rm -rf /srv/models/broken && cp -r /srv/models/demo /srv/models/broken && '
-              'rm /srv/models/broken/model-00002-of-00002.safetensors')
     units = {host: ct(host, 'sha256sum /etc/systemd/system/sglang-extraction.service').stdout for host in CTS}
     bad = inventory(tmp_path, 'bad', {'all': {'hosts': {
         'ct1': {'sglang_server_tp_size': 3},
-        'ct2': {'sglang_server_port': 70000},
-        'ct3': {'sglang_server_model_path': '/srv/models/broken'}}}})
+        'ct2': {'sglang_server_port': 70000}}}})
+    result = extract(tmp_path, 'bad', inventories=[bad])
+
+    assert result.rc != 0
+    assert result.failed_hosts() == ['localhost']
+    assert result.changed_hosts() == {}
+    failures = ' '.join(res.get('msg', '') for res in result.results_failed('localhost'))
+    assert 'ct1' in failures and 'ct2' in failures and '70000' in failures, failures
+    for host in CTS:
+        assert result.roles_run(host) == []
+        assert ct(host, 'sha256sum /etc/systemd/system/sglang-extraction.service').stdout == units[host]
+        assert ct(host, 'systemctl is-active sglang-extraction.service').stdout.strip() == 'active'
+
+
+def test_a_model_missing_a_shard_fails_in_preflight_with_nothing_changed(tmp_path, state):
+    """What only the host shows (a shard missing on disk) fails in sglang_server's preflight,
+    before ml_env and the unit."""
+    assert state.get('cold'), 'needs the cold run'
+    ct('ct3', 'rm -rf /srv/models/broken && cp -r /srv/models/demo /srv/models/broken && '
+              'rm /srv/models/broken/model-00002-of-00002.safetensors')
+    unit = ct('ct3', 'sha256sum /etc/systemd/system/sglang-extraction.service').stdout
+    bad = inventory(tmp_path, 'broken', {'all': {'hosts': {'ct3': {'sglang_server_model_path': '/srv/models/broken'}}}})
     try:
-        result = extract(tmp_path, 'bad', inventories=[bad])
+        result = extract(tmp_path, 'broken', inventories=[bad])
     finally:
         ct('ct3', 'rm -rf /srv/models/broken')
 
     assert result.rc != 0
-    assert result.failed_hosts() == ['ct1', 'ct2', 'ct3']
+    assert result.failed_hosts() == ['ct3']
     assert result.changed_hosts() == {}
-    failed = {host: res['msg'] for host, res in result.results('Fail this host').items()}
-    assert 'tp-size 3' in failed['ct1'] and 'does not fit the 2 visible GPUs' in failed['ct1']
-    assert 'port=70000' in failed['ct2'] and '1 to 65535' in failed['ct2']
-    assert 'missing: model-00002-of-00002.safetensors' in failed['ct3']
-    # each failed in the preflight, before ml_env and the unit
-    for host in CTS:
-        assert result.roles_run(host) == ['proxmox_container', 'gpu_check', 'sglang_server']
-        assert ct(host, 'sha256sum /etc/systemd/system/sglang-extraction.service').stdout == units[host]
-        assert ct(host, 'systemctl is-active sglang-extraction.service').stdout.strip() == 'active'
+    assert 'missing: model-00002-of-00002.safetensors' in result.results('Fail this host', 'ct3')['ct3']['msg']
+    assert result.roles_run('ct3') == ['proxmox_container', 'gpu_check', 'sglang_server']
+    assert ct('ct3', 'sha256sum /etc/systemd/system/sglang-extraction.service').stdout == unit
+    assert ct('ct3', 'systemctl is-active sglang-extraction.service').stdout.strip() == 'active'
 
 
 # every role, each slice of its own tags on its own: the preflight runs with it, and no step
