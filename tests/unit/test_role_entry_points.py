@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-ROLES = ['proxmox_container', 'gpu_check', 'ml_env', 'sglang_patch', 'sglang_server']
+ROLES = sorted(p.name for p in (REPO / 'roles').iterdir() if (p / 'tasks').is_dir())
 
 # what a preflight may run: checks, reads, and modules that change nothing (or run in check mode)
 READ_ONLY = {
