@@ -14,7 +14,7 @@ batches shaped like a Kimi-K2 / DeepSeek-V3 prefill: --tokens new tokens a pass,
   overhead  a prefill-sized GPU workload (a bf16 GEMM chain of about --pass-ms a
             pass) with and without the capture hooked after every pass
 
-and prints a markdown table. Goals (issue 5): capture >= 5x save, >= 70 % of raw
+and prints a markdown table. Goals: capture >= 5x save, >= 70 % of raw
 at the same thread count, <= 5 % added to the workload.
 
     python3 benchmarks/capture_bench.py --dir /dev/shm/capture-bench --threads 1,4,8,16

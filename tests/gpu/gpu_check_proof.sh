@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real GPU proof of eagle3.extraction.gpu_check (issue 4), on the GPU machine
+# Real GPU proof of eagle3.extraction.gpu_check, on the GPU machine
 # (../shared/recipes/gpu-device.md): connection local, ansible-core from the carried
 # wheels in .whl/, the machine's real nvidia-smi and CUDA.
 #

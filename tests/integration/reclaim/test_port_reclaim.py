@@ -109,7 +109,7 @@ def test_address_only_reclaims_conflicting_listeners(sandbox):
 
 
 def test_invisible_holder_fails_and_says_to_use_vmid(sandbox):
-    """The hand-run case: a holder started with only `nsenter --net` into the
+    """The case met when servers were run by hand: a holder started with only `nsenter --net` into the
     container's network namespace is not in the container's PID namespace."""
     holder = sandbox.actor('listen', '--port', str(PORT), pid_ns=False)
     host_pid = holder['pids'][0]
