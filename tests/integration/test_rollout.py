@@ -192,6 +192,21 @@ def test_cold_run_brings_every_server_up(tmp_path, state):
     state['cold'] = True
 
 
+def test_no_process_shows_the_api_key(state):
+    """Every command line in every container, as `ps` shows them to any user: the servers run
+    with only `--config <file>`, and the key is in none of them."""
+    assert state.get('cold'), 'needs the cold run'
+    key = yaml.safe_load(open(os.path.join(DEMO_INVENTORY, 'group_vars', 'extraction_servers.yml')))[
+        'sglang_server_api_key']
+    for name in CTS:
+        lines = ct(name, "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f 2>/dev/null; echo; done").stdout
+        servers = [line for line in lines.splitlines() if '--config' in line and 'launch_server' in line]
+        assert servers, '%s: no server runs with --config:\n%s' % (name, lines)
+        assert key not in lines, '%s: the API key is on a command line' % name
+        mode = ct(name, 'stat -c %a /etc/sglang/sglang-extraction.yaml /var/log/sglang/sglang-extraction.log')
+        assert mode.stdout.split() == ['600', '600'], mode.stdout
+
+
 def test_second_run_from_the_installed_collection_changes_nothing(tmp_path, state, installed):
     assert state.get('cold'), 'needs the cold run'
     result = extract(tmp_path, 'again', playbook='eagle3.extraction.extract', collections=installed,
