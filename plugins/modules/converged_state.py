@@ -75,14 +75,7 @@ options:
     type: dict
     default: {}
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: linux
+  - eagle3.extraction.attributes
 '''
 
 EXAMPLES = r'''

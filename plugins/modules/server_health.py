@@ -56,14 +56,7 @@ options:
     type: float
     default: 0
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: linux
+  - eagle3.extraction.attributes
 seealso:
   - module: ansible.builtin.uri
     description: One HTTP request, without the unit's state or the log.

@@ -31,14 +31,7 @@ options:
     type: path
     required: true
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: linux
+  - eagle3.extraction.attributes
 '''
 
 EXAMPLES = r'''
