@@ -47,8 +47,11 @@ def run(argv, timeout, env=None):
     """
     argv = [str(arg) for arg in argv]
     environ = dict(os.environ if env is None else env, LC_ALL='C', LANG='C')
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=environ, start_new_session=True, close_fds=True)
+    # Popen, not run_command: run_command has no timeout, and a command stuck in a wedged driver
+    # must be killed, with its process group, at a deadline
+    proc = subprocess.Popen(  # pylint: disable=ansible-bad-function
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=environ, start_new_session=True, close_fds=True)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

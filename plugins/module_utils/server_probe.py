@@ -8,7 +8,8 @@ the tail of its log. Shared by server_health (the wait after a start) and conver
 from __future__ import annotations
 
 import urllib.error
-import urllib.request
+
+from ansible.module_utils.urls import open_url
 
 from ansible_collections.eagle3.extraction.plugins.module_utils import command
 
@@ -19,7 +20,8 @@ HEALTH_TIMEOUT = 5
 def health(url, timeout=HEALTH_TIMEOUT):
     """The HTTP status /health answers with, or None when nothing answers."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as answer:
+        # the server is on this host: no proxy from the environment
+        with open_url(url, timeout=timeout, use_proxy=False) as answer:
             return answer.status
     except urllib.error.HTTPError as exc:
         return exc.code

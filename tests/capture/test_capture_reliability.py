@@ -12,12 +12,11 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 
 import pytest
 import torch
 
-from batches import FakeDeepseekModel, assert_dump, capture, dumped, load, make_batch, slices
+from batches import FakeDeepseekModel, assert_dump, capture, dumped, load, make_batch
 
 HEX_RID = "0123456789abcdef0123456789abcdef"
 
@@ -365,8 +364,7 @@ def test_sigterm_writes_every_answered_batch_then_ends_the_process(tmp_path):
         (dump / capture.ERROR_FILE).read_text()
 
 
-def test_a_start_removes_tmp_files_of_dead_processes_and_keeps_complete_ones(tmp_path,
-                                                                          new_capture):
+def test_a_start_removes_dead_tmp_files_and_keeps_complete_ones(tmp_path, new_capture):
     dump = tmp_path / "dump"
     dump.mkdir()
     gone_pid = _a_dead_pid()

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Client side of the real-SGLang capture proof (tests/gpu/capture_real_sglang.sh).
 
 Sends requests with token ids to a running SGLang server whose deepseek_v2.py the
@@ -47,7 +46,7 @@ def check(ok, what):
 def prompt(rid, length):
     """The token ids a rid sends: the same on every run and in every process."""
     rng = random.Random(zlib.crc32(rid.encode()))
-    return [rng.randrange(2, VOCAB) for _ in range(length)]
+    return [rng.randrange(2, VOCAB) for _position in range(length)]
 
 
 def post(url, path, body, timeout=300):
@@ -134,7 +133,7 @@ def scenarios(args):
 
     def send(rid, length):
         ids = prompt(rid, length)
-        status, _ = generate(url, rid, ids)
+        status = generate(url, rid, ids)[0]
         sent[rid] = ids
         return status
 
@@ -145,12 +144,12 @@ def scenarios(args):
     with ThreadPoolExecutor(16) as pool:
         codes = list(pool.map(lambda i: send(f"conc-{i}", 50 + 47 * i), range(16)))
     check(codes == [200] * 16, f"16 at once: all 200 ({codes.count(200)})")
-    health = [get(url, "/health") for _ in range(5)]
+    health = [get(url, "/health") for _attempt in range(5)]
     check(health == [200] * 5, f"/health x5: {health}")
-    status, _ = generate(url, None, prompt("rid-less", 40))
+    status = generate(url, None, prompt("rid-less", 40))[0]
     check(status == 200, "a rid-less request: 200")
     hex_rid = "0123456789abcdef0123456789abcdef"
-    status, _ = generate(url, hex_rid, prompt(hex_rid, 40))
+    status = generate(url, hex_rid, prompt(hex_rid, 40))[0]
     check(status == 200, "a 32-hex rid: 200")
 
     # a long prompt aborted while it is prefilled, then sent again with its rid
@@ -160,13 +159,13 @@ def scenarios(args):
     t = threading.Thread(target=lambda: first.update(r=generate(url, rid, ids)))
     t.start()
     time.sleep(args.abort_after)
-    abort_status, _ = post(url, "/abort_request", {"rid": rid})
+    abort_status = post(url, "/abort_request", {"rid": rid})[0]
     t.join(120)
     cut = not os.path.exists(dump_path(dump, rid))
     print(f"INFO abort: /abort_request {abort_status}; first attempt answered "
           f"{first.get('r', (None,))[0]}; cut before its last chunk: {cut}", flush=True)
     first_file = os.stat(dump_path(dump, rid)) if not cut and wait_files(dump, [rid]) else None
-    status, _ = generate(url, rid, ids)
+    status = generate(url, rid, ids)[0]
     check(status == 200, f"{rid}: sent again with the same rid: 200")
     sent[rid] = ids
 
@@ -208,7 +207,7 @@ def inflight(args):
 
     def one(i):
         rid = f"inflight-{i}"
-        status, _ = generate(url, rid, prompt(rid, args.tokens), timeout=120)
+        status = generate(url, rid, prompt(rid, args.tokens), timeout=120)[0]
         if status == 200:
             with lock:
                 answered.append(rid)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """config.json for the DeepSeek-V3-shaped models the real-SGLang proofs serve with
 ``--load-format dummy`` (random weights, the same for the same seed; no weight
 files): DeepSeek-V3 / Kimi-K2's MLA dimensions, and the sizes given.

@@ -284,7 +284,7 @@ def _sglang_parallel_settings():
 
 def _sglang_chunked_prefill_size():
     """sglang's chunked-prefill size (rows of one pass), or None when unknown."""
-    args, _ = _sglang_server_args()
+    args = _sglang_server_args()[0]
     size = _setting(args, "chunked_prefill_size") if args is not None else None
     return size if isinstance(size, int) and size > 0 else None
 
@@ -554,7 +554,7 @@ class HiddenStateCapture:
         pinned = bool(staging_bytes) and torch.cuda.is_available()
         # SimpleQueue: put() never blocks, even from a signal handler
         self._free_buffers = queue.SimpleQueue()
-        for _ in range(self.max_pending):
+        for _slot in range(self.max_pending):
             self._free_buffers.put(_StagingBuffer(torch, staging_bytes if pinned else 0, pinned))
         self._idle = threading.Condition()
         self._in_flight = 0
@@ -1085,7 +1085,6 @@ class HiddenStateCapture:
         """Wait until every captured batch is written (or failed). True if idle."""
         with self._idle:
             return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
-
 
     def stop(self, timeout, reason="stop"):
         """Write what is held within ``timeout`` seconds; count what cannot finish."""

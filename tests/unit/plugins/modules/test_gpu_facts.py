@@ -14,7 +14,6 @@ REPO = Path(__file__).resolve().parents[4]
 STANDIN = REPO / 'tests' / 'standins' / 'nvidia_smi' / 'nvidia-smi'
 
 
-
 @pytest.fixture
 def standin(tmp_path, monkeypatch):
     """Point the stand-in at a private config; returns a function that sets its mode."""

@@ -14,7 +14,6 @@ REPO = Path(__file__).resolve().parents[4]
 from ansible_collections.eagle3.extraction.plugins.modules import port_reclaim, process_reclaim
 
 
-
 @pytest.mark.parametrize('args, message', [
     ({'port': 0}, 'port: 0 is out of range; give a number from 1 to 65535'),
     ({'port': 70000}, 'port: 70000 is out of range; give a number from 1 to 65535'),
@@ -70,7 +69,7 @@ def test_broken_driver_fails_a_gpu_wait_with_the_cause(run_module, tmp_path, mon
     monkeypatch.setenv('NVIDIA_SMI_STANDIN_STATE', str(tmp_path / 'state.json'))
     monkeypatch.setenv('NVIDIA_SMI_STANDIN_DATA', str(REPO / 'tests' / 'fixtures' / 'nvidia-smi'))
     result = run_module(process_reclaim, {'match': [r'^no-such-process-\d+$'], 'gpu_memory_max_mib': 0,
-                                   'nvidia_smi_path': str(standin)})
+                                          'nvidia_smi_path': str(standin)})
     assert result['failed'] is True
     assert 'nvidia-smi does not work' in result['msg'] and 'NVIDIA driver not loaded' in result['msg']
 
@@ -83,7 +82,7 @@ def test_a_hanging_nvidia_smi_fails_a_gpu_wait_in_bounded_time(run_module, tmp_p
     monkeypatch.setenv('NVIDIA_SMI_STANDIN_STATE', str(tmp_path / 'state.json'))
     began = time.monotonic()
     result = run_module(process_reclaim, {'match': [r'^no-such-process-\d+$'], 'gpu_memory_max_mib': 0,
-                                   'nvidia_smi_path': str(standin), 'command_timeout': 1})
+                                          'nvidia_smi_path': str(standin), 'command_timeout': 1})
     assert time.monotonic() - began < 15
     assert result['failed'] is True
     assert 'did not finish within its timeout of 1.0 seconds' in result['msg'] and str(standin) in result['msg']

@@ -49,7 +49,6 @@ def signals(monkeypatch):
     return sent
 
 
-
 # ------------------------------------------------------------------ port_reclaim
 
 @pytest.fixture

@@ -29,7 +29,6 @@ def holder():
     child.wait()
 
 
-
 def test_port_reclaim_check_mode_shows_the_holder_without_its_key(holder, run_module):
     child, port = holder
     result = run_module(port_reclaim, {'port': port, 'address': '127.0.0.1', '_ansible_check_mode': True})

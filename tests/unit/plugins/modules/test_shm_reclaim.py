@@ -99,7 +99,6 @@ def paths(entries):
     return [e['path'] for e in entries]
 
 
-
 def test_held_files_stay_stale_ones_go(shm_dir, run_module):
     populate(shm_dir)
     opener = mapper = None
