@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VENV := .venv
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: demo test deps fleet clean distclean lint sanity pytest build
+.PHONY: demo test deps fleet clean distclean lint sanity pytest pytest-main pytest-rollout pytest-torch build
 
 demo: fleet
 	ansible-playbook extract.yml -i inventory/demo
@@ -26,8 +26,20 @@ lint: deps
 sanity: deps
 	bash tests/sanity.sh
 
+# the three pytest parts of `make test`, in its order (tests/run-all.sh runs each as a step)
 pytest: deps
-	pytest -q tests
+	$(MAKE) --no-print-directory pytest-main pytest-rollout pytest-torch
+
+pytest-main:
+	pytest -q tests --ignore=tests/capture --ignore=tests/job --ignore=tests/integration/test_rollout.py
+
+# extract.yml on the whole fleet, through ansible-runner (cold, converged, faults, ...)
+pytest-rollout:
+	pytest -q tests/integration/test_rollout.py
+
+# tests/capture and tests/job need torch, which exists as a CPU build for Python 3.11 only
+pytest-torch:
+	bash tests/torch-venv.sh && .venv-torch/bin/python -m pytest -q -p no:cacheprovider tests/capture tests/job
 
 build: deps
 	ansible-galaxy collection build --force

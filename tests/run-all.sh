@@ -19,11 +19,10 @@ step() {
 step fleet bash tests/fleet/up.sh
 step ansible-lint ansible-lint --profile production
 step sanity bash tests/sanity.sh
-step pytest pytest -q tests --ignore=tests/capture --ignore=tests/job --ignore=tests/integration/test_rollout.py
-# extract.yml on the whole fleet, through ansible-runner (cold, converged, faults, ...)
-step pytest:rollout pytest -q tests/integration/test_rollout.py
-# tests/capture and tests/job need torch, which exists as a CPU build for Python 3.11 only
-step pytest:torch bash -c 'bash tests/torch-venv.sh && .venv-torch/bin/python -m pytest -q -p no:cacheprovider tests/capture tests/job'
+# the pytest parts are the Makefile's, so that `make pytest` runs exactly these
+step pytest make -s --no-print-directory pytest-main
+step pytest:rollout make -s --no-print-directory pytest-rollout
+step pytest:torch make -s --no-print-directory pytest-torch
 for config in molecule/*/molecule.yml; do
   scenario=$(basename "$(dirname "$config")")
   step "molecule:$scenario" molecule test -s "$scenario"
