@@ -7,35 +7,25 @@ the rules across hosts and the rollout's, on the controller, before any host is 
 from __future__ import annotations
 
 from ansible.errors import AnsibleError, AnsibleUndefinedVariable
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible.plugins.action import ActionBase
 
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.controller_check import ControllerCheck
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
     cross_host_errors, host_value_errors, load_specs, rollout_errors)
 
-ARGUMENT_SPEC = {
-    'hosts': {'type': 'list', 'elements': 'str', 'required': True},
-    'hypervisors': {'type': 'list', 'elements': 'str', 'required': True},
-    'rollout': {'type': 'dict', 'default': {}, 'options': {
-        'extract_serial': {'type': 'raw', 'default': '100%'},
-        'extract_max_fail_percentage': {'type': 'raw', 'default': 100},
-        'extract_reclaim': {'type': 'raw', 'default': True},
-        'extract_force': {'type': 'raw', 'default': False},
-    }},
-}
 
+class ActionModule(ControllerCheck):
+    ARGUMENT_SPEC = {
+        'hosts': {'type': 'list', 'elements': 'str', 'required': True},
+        'hypervisors': {'type': 'list', 'elements': 'str', 'required': True},
+        'rollout': {'type': 'dict', 'default': {}, 'options': {
+            'extract_serial': {'type': 'raw', 'default': '100%'},
+            'extract_max_fail_percentage': {'type': 'raw', 'default': 100},
+            'extract_reclaim': {'type': 'raw', 'default': True},
+            'extract_force': {'type': 'raw', 'default': False},
+        }},
+    }
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        del tmp
-        validated = ArgumentSpecValidator(ARGUMENT_SPEC).validate(self._task.args)
-        if validated.error_messages:
-            return dict(result, failed=True, msg='inventory_check: ' + '; '.join(validated.error_messages))
-        args = validated.validated_parameters
+    def check(self, args, task_vars, result):
         hostvars = task_vars['hostvars']
         specs = load_specs()
         names = set(name for options in specs.values() for name in options)

@@ -7,26 +7,17 @@ against the rules its argument spec cannot hold; a role's first task, before it 
 from __future__ import annotations
 
 from ansible.errors import AnsibleError, AnsibleUndefinedVariable
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible.plugins.action import ActionBase
 
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.controller_check import ControllerCheck
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
     ROLES, load_specs, role_value_errors)
 
-ARGUMENT_SPEC = {'role': {'type': 'str', 'required': True, 'choices': list(ROLES)}}
 
+class ActionModule(ControllerCheck):
+    ARGUMENT_SPEC = {'role': {'type': 'str', 'required': True, 'choices': list(ROLES)}}
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        del tmp
-        validated = ArgumentSpecValidator(ARGUMENT_SPEC).validate(self._task.args)
-        if validated.error_messages:
-            return dict(result, failed=True, msg='role_input_check: ' + '; '.join(validated.error_messages))
-        role = validated.validated_parameters['role']
+    def check(self, args, task_vars, result):
+        role = args['role']
         options = load_specs()[role]
         values, unresolved, errors = {}, [], []
         for name in sorted(options):

@@ -61,17 +61,8 @@ options:
         description: A boolean.
         type: raw
         default: false
-attributes:
-  check_mode:
-    support: full
-    description: It only reads.
-  diff_mode:
-    support: none
-    description: It changes nothing.
-  platform:
-    support: full
-    platforms: all
-    description: Runs on the controller.
+extends_documentation_fragment:
+  - eagle3.extraction.controller_check
 """
 
 EXAMPLES = r"""

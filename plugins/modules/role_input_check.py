@@ -29,17 +29,8 @@ options:
     type: str
     required: true
     choices: [proxmox_container, gpu_check, ml_env, sglang_patch, sglang_server]
-attributes:
-  check_mode:
-    support: full
-    description: It only reads.
-  diff_mode:
-    support: none
-    description: It changes nothing.
-  platform:
-    support: full
-    platforms: all
-    description: Runs on the controller.
+extends_documentation_fragment:
+  - eagle3.extraction.controller_check
 """
 
 EXAMPLES = r"""
