@@ -267,6 +267,9 @@ class Job:  # pylint: disable=too-many-instance-attributes
         loop = asyncio.get_running_loop()
         for attempt in range(1, cfg.max_attempts + 1):
             await self._wait_gate()
+            # The slot bounds requests at the server; it is given back as soon as the
+            # server answers, so the drain's disk time never idles the server (/dev/shm
+            # is bounded by the watermark gate instead).
             async with sem:
                 if self.manifest.is_done(sid) is not None:
                     return True
@@ -275,16 +278,21 @@ class Job:  # pylint: disable=too-many-instance-attributes
                     await client.generate(sample)
                 except sender.RetryableError as exc:
                     problem = f"try {attempt}: {exc}"
+                    fut = None
+                    self.acks.pop(sid, None)
+                except BaseException:
+                    self.acks.pop(sid, None)
+                    raise
+            if fut is not None:
+                try:
+                    result = await asyncio.wait_for(fut, cfg.ack_timeout)
+                except asyncio.TimeoutError:
+                    problem = (f"try {attempt}: answered, but no dump appeared in "
+                               f"{cfg.ack_timeout:.0f} s")
                 else:
-                    try:
-                        result = await asyncio.wait_for(fut, cfg.ack_timeout)
-                    except asyncio.TimeoutError:
-                        problem = (f"try {attempt}: answered, but no dump appeared in "
-                                   f"{cfg.ack_timeout:.0f} s")
-                    else:
-                        if result == "done":
-                            return True
-                        return False   # rejected: recorded by the drain, not sent again now
+                    if result == "done":
+                        return True
+                    return False   # rejected: recorded by the drain, not sent again now
                 finally:
                     self.acks.pop(sid, None)
             log.warning("%s: %s", sid, problem)
