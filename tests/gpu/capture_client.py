@@ -11,6 +11,11 @@ sglang_patch role patched, and checks what lands in the dump dir:
   compare    the same prompts to a second server without the capture, started with
              --enable-return-hidden-states: its hidden states must equal the dumps
   bench      prompt tokens/s, prompts of --tokens tokens, --concurrency at a time
+  send       a fixed set of prompts (short, chunked, 16 at once) to a tensor-parallel
+             server: one file per request, each checked, and every *.tmp name seen
+             while they were written carries the pid of the TP-0 scheduler
+  tpdiff     the dumps of two servers for the same prompts (TP 2 against TP 1):
+             input_ids equal, hidden states within bf16 all-reduce tolerance
 
 Standard library and torch only (the GPU machine's python3 has torch). Prints one
 line per check, ``PASS`` or ``FAIL``, and a JSON summary as the last line.
@@ -293,11 +298,108 @@ def bench(args):
     print(json.dumps({"bench": args.tag, "rates": rates}), flush=True)
 
 
+# -- tensor parallelism ----------------------------------------------------------------
+
+TP_SET = ([(f"tp-{i}", n) for i, n in enumerate([5, 17, 64, 300, 1000, 2500, 4000])]
+          + [(f"tpc-{i}", 50 + 97 * i) for i in range(16)])
+
+
+def schedulers():
+    """{pid: title} of sglang's scheduler processes (setproctitle: sglang::scheduler_TP<r>)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                title = f.read().split(b"\0")[0].decode(errors="replace").strip()
+        except OSError:
+            continue
+        if title.startswith("sglang::scheduler"):
+            found[int(entry)] = title
+    return found
+
+
+def tmp_writer_pids(dump, stop, seen):
+    """Until stop is set: the pid field of every ``<rid>.pt.<pid>.<tag>.tmp`` in dump."""
+    while not stop.is_set():
+        for name in os.listdir(dump):
+            if name.endswith(".tmp") and ".pt." in name:
+                pid = name.rsplit(".pt.", 1)[1].split(".")[0]
+                if pid.isdigit():
+                    seen.setdefault(int(pid), 0)
+                    seen[int(pid)] += 1
+        time.sleep(0.001)
+
+
+def send(args):
+    url, dump = args.url, args.dump
+    procs = schedulers()
+    print("INFO schedulers: " + ", ".join(f"{t} pid {p}" for p, t in sorted(procs.items())), flush=True)
+    rank0 = [p for p, t in procs.items() if t.endswith("TP0")]
+    check(len(procs) == args.tp and len(rank0) == 1,
+          f"{args.tp} scheduler processes, one of them TP0 ({len(procs)} found)")
+    seen, stop = {}, threading.Event()
+    watcher = threading.Thread(target=tmp_writer_pids, args=(dump, stop, seen), daemon=True)
+    watcher.start()
+    codes = [generate(url, rid, prompt(rid, n))[0] for rid, n in TP_SET[:7]]
+    with ThreadPoolExecutor(16) as pool:
+        codes += list(pool.map(lambda rn: generate(url, rn[0], prompt(*rn))[0], TP_SET[7:]))
+    check(codes == [200] * len(TP_SET), f"{len(TP_SET)} requests: all 200 ({codes.count(200)})")
+    check(wait_files(dump, [rid for rid, _n in TP_SET]), "every request has its file")
+    stop.set()
+    watcher.join()
+    for rid, n in TP_SET:
+        check_dump(dump, rid, prompt(rid, n), args.hidden, args.aux)
+    files = sorted(n for n in os.listdir(dump) if n.endswith(".pt"))
+    check(files == sorted(f"{rid}.pt" for rid, _n in TP_SET),
+          f"exactly one file per request ({len(files)} files for {len(TP_SET)} requests)")
+    time.sleep(1.5)  # the stats file is written at most once a second
+    writer = stats(dump).get("pid")
+    print(f"INFO *.tmp names seen while writing, by pid: {seen}; CAPTURE_STATS.json pid {writer}",
+          flush=True)
+    check(bool(rank0) and writer == rank0[0] and set(seen) <= {rank0[0]},
+          f"written by one process, the TP0 scheduler (pid {rank0[:1]}): stats pid {writer}, "
+          f"*.tmp pids {sorted(seen)}")
+    check(tmp_files(dump) == [], "no *.tmp left")
+
+
+def tpdiff(args):
+    """Compare two servers' dumps of TP_SET: exact input_ids, close hidden states."""
+    import torch
+
+    worst = {"hidden_state": [0.0, 0.0], "aux_hidden_state": [0.0, 0.0]}
+    outside = total = 0
+    for rid, n in TP_SET:
+        ref = torch.load(dump_path(args.ref, rid), weights_only=True)
+        got = torch.load(dump_path(args.dump, rid), weights_only=True)
+        check(torch.equal(ref["input_ids"], got["input_ids"]), f"{rid}: input_ids equal ({n})")
+        for key, w in worst.items():
+            a, b = ref[key].float(), got[key].float()
+            if not check(a.shape == b.shape, f"{rid}: {key} shapes {tuple(a.shape)} {tuple(b.shape)}"):
+                continue
+            diff = (a - b).abs()
+            w[0] = max(w[0], float(diff.max()))
+            w[1] = max(w[1], float(diff.norm() / a.norm().clamp_min(1e-30)))
+            # two bf16 roundings of each partial sum: 2 ulps of the value, and of the
+            # tensor's rms for values near 0
+            tol = 2 ** -6 * (a.abs() + a.pow(2).mean().sqrt())
+            outside += int((diff > tol).sum())
+            total += diff.numel()
+    for key, (max_abs, rel) in worst.items():
+        print(f"INFO {args.label} {key}: max abs diff {max_abs:.4g}, worst relative L2 error "
+              f"{rel:.3%}", flush=True)
+        check(rel <= args.max_rel, f"{args.label} {key}: relative L2 error {rel:.3%} <= "
+                                   f"{args.max_rel:.0%} on every prompt (max abs diff {max_abs:.4g})")
+    print(f"INFO {args.label}: {outside} of {total} values ({outside / max(total, 1):.4%}) "
+          f"outside 2 bf16 ulps of the reference", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
-    for name in ("scenarios", "inflight", "compare", "bench"):
+    for name in ("scenarios", "inflight", "compare", "bench", "send", "tpdiff"):
         p = sub.add_parser(name)
         p.add_argument("--url", required=True)
         p.add_argument("--dump", default="")
@@ -321,6 +423,11 @@ def main():
     p.add_argument("--prompts", type=int, default=128)
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--rounds", type=int, default=3)
+    sub.choices["send"].add_argument("--tp", type=int, default=2)
+    p = sub.choices["tpdiff"]
+    p.add_argument("--ref", required=True)
+    p.add_argument("--label", required=True)
+    p.add_argument("--max-rel", type=float, default=0.02)
     args = parser.parse_args()
     globals()[args.cmd](args)
     print("SUMMARY " + json.dumps(RESULTS), flush=True)

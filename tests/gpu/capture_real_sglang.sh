@@ -13,7 +13,15 @@
 #          config (KimiK25ForConditionalGeneration) is tried.
 #   bench  prompt tokens/s with the capture off and on, same run: hidden 7168,
 #          8 layers, 32 experts, 128 prompts of 2,048 tokens, 32 at a time, 3 rounds
-#          each (round 0 right after the start, rounds 1-2 steady).
+#          each (round 0 right after the start, rounds 1-2 steady). TP=2 runs it with
+#          --tp-size 2 over two GPUs.
+#   jobbench  the extraction job driving a capture-on server (wide model, as bench)
+#          against a bare client sending the same prompts (tests/gpu/job_bench.py).
+#   tp2    (two GPUs) the same prompts to a TP-1 server on GPU 0, then to TP-2 servers
+#          on GPUs 0,1, once without NCCL variables and once with the six of the
+#          manual setup: one file per request, written by the TP-0 scheduler only,
+#          input_ids equal to what was sent, hidden states equal to TP 1's within
+#          bf16 all-reduce tolerance (max abs diff reported).
 #
 # Needs the offline SGLang kit of ../shared/recipes/real-sglang (parts p01.. already
 # copied into /tmp/kit by earlier calls, p00 carried in .kit/p00) and ansible-core's
@@ -61,7 +69,7 @@ patch_with_role() {
   [ "$rc" = 0 ] || tail -25 "$WORK/patch-$run.log"
   return "$rc"
 }
-if [ "$MODE" = proof ]; then
+if [ "$MODE" != bench ]; then
   patch_with_role 1 && pass "sglang_patch role patched the kit's deepseek_v2.py" \
     || fail "sglang_patch role (see above)"
   patch_with_role 2 && grep -qE 'changed=0 ' "$WORK/patch-2.log" \
@@ -77,14 +85,17 @@ http_status() {  # port path -> the HTTP status code (no curl on that machine, m
     IFS=' ' read -r -t 30 _ code _ <&3 && echo "$code" ) 2>/dev/null || echo 000
 }
 SERVER_PGID=
+TP=${TP:-1}
+SERVER_ENV=()   # extra environment of the next server (GPUs, NCCL)
+SERVER_UNSET=() # env -u NAME ... for the next server
 start_server() {  # name port dump_dir(or -) model_dir layer_ids [flags...]; sets SERVER_PGID
   local name=$1 port=$2 dump=$3 model=$4 layers=$5 t0=$SECONDS
   shift 5
-  local envs=(PYTHONPATH="$SGL_PYTHONPATH")
+  local envs=("${SERVER_UNSET[@]}" PYTHONPATH="$SGL_PYTHONPATH" "${SERVER_ENV[@]}")
   [ "$dump" = - ] || envs+=(SGLANG_HS_DUMP_DIR="$dump" SGLANG_HS_LAYER_IDS="$layers"
                             SGLANG_HS_WRITER_THREADS="${CAPTURE_WRITERS:-8}")
   setsid env "${envs[@]}" "$SGL_PY" -m sglang.launch_server --model-path "$model" \
-    --load-format dummy --skip-tokenizer-init --tp-size 1 --random-seed 42 \
+    --load-format dummy --skip-tokenizer-init --tp-size "$TP" --random-seed 42 \
     --disable-cuda-graph --disable-radix-cache --disable-custom-all-reduce \
     --attention-backend triton --sampling-backend pytorch --mem-fraction-static 0.5 \
     --host 127.0.0.1 --port "$port" "$@" </dev/null >"$WORK/$name.log" 2>&1 &
@@ -162,6 +173,58 @@ if [ "$MODE" = proof ]; then
   else
     echo "INFO Kimi-K2.5-shaped config not served (reason above): not counted as a failure"
   fi
+elif [ "$MODE" = tp2 ]; then
+  # NCCL variables the machine may already set are removed, so "none" means none
+  NO_NCCL=(); for v in $(env | grep -o '^NCCL_[A-Z_]*'); do NO_NCCL+=(-u "$v"); done
+  MANUAL_NCCL=(NCCL_PROTO=LL NCCL_ALGO=Ring NCCL_P2P_LEVEL=SYS NCCL_MAX_NCHANNELS=16
+               NCCL_BUFFSIZE=16777216 NCCL_NTHREADS=512)
+  python3 tests/gpu/model_config.py "$WORK/tiny" --hidden 2048 --layers 4 --experts 16 --context 16384
+  for run in tp1 tp2 tp2-nccl; do
+    dump=/dev/shm/hs-$run; rm -rf "$dump"; mkdir -p "$dump"
+    case $run in
+      tp1) TP=1; SERVER_UNSET=("${NO_NCCL[@]}"); SERVER_ENV=(CUDA_VISIBLE_DEVICES=0) ;;
+      tp2) TP=2; SERVER_UNSET=("${NO_NCCL[@]}"); SERVER_ENV=(CUDA_VISIBLE_DEVICES=0,1) ;;
+      tp2-nccl) TP=2; SERVER_UNSET=("${NO_NCCL[@]}")
+                SERVER_ENV=(CUDA_VISIBLE_DEVICES=0,1 "${MANUAL_NCCL[@]}" NCCL_DEBUG=INFO) ;;
+    esac
+    echo "-- $run: --tp-size $TP, environment: ${SERVER_ENV[*]}"
+    if start_server "$run" 30000 "$dump" "$WORK/tiny" 1,2 --chunked-prefill-size 1024; then
+      client send --url http://127.0.0.1:30000 --dump "$dump" --hidden 2048 --aux 2 --tp "$TP" \
+        || FAILS=$((FAILS + 1))
+      grep -hoE 'hidden-state capture: TP rank [0-9]+ does not write.*' "$WORK/$run.log" | sort -u | sed "s/^/[$run.log] /"
+      for pid in $(ps -eo pid=,args= | awk '$2 ~ /^sglang::scheduler/ {print $1}'); do
+        got=$(tr '\0' '\n' <"/proc/$pid/environ" | grep -E '^NCCL_' | grep -vE '^NCCL_(CUMEM|NVLS)_ENABLE=' | sort | tr '\n' ' ')
+        echo "[$run] $(tr '\0' ' ' <"/proc/$pid/cmdline" | cut -c1-30) pid $pid: NCCL environment: ${got:-none}"
+        want=$(if [ "$run" = tp2-nccl ]; then printf '%s\n' "${MANUAL_NCCL[@]}" NCCL_DEBUG=INFO | sort | tr '\n' ' '; fi)
+        [ "$got" = "$want" ] && pass "$run: pid $pid runs with exactly the intended NCCL variables" \
+          || fail "$run: pid $pid NCCL environment '$got', wanted '$want'"
+      done
+      [ "$run" = tp2-nccl ] && grep -hoE 'NCCL_[A-Z_]+ set by environment to [^ ]+' "$WORK/$run.log" \
+        | sort -u | sed "s/^/[$run.log] /"
+      stop_server
+      [ "$run" = tp1 ] || client tpdiff --url - --ref /dev/shm/hs-tp1 --dump "$dump" --label "$run vs tp1" \
+        --hidden 2048 --aux 2 || FAILS=$((FAILS + 1))
+    else
+      fail "server $run did not start"
+    fi
+  done
+  client tpdiff --url - --ref /dev/shm/hs-tp2 --dump /dev/shm/hs-tp2-nccl --label "tp2-nccl vs tp2" \
+    --hidden 2048 --aux 2 || FAILS=$((FAILS + 1))
+elif [ "$MODE" = jobbench ]; then
+  DUMP=/dev/shm/hs-jobbench OUTDIR=${JOBBENCH_OUT:-/tmp/jobbench-out}
+  rm -rf "$DUMP" "$OUTDIR"; mkdir -p "$DUMP" "$OUTDIR"
+  python3 tests/gpu/model_config.py "$WORK/wide" --hidden 7168 --layers 8 --experts 32 --context 4096
+  echo "[disks] $(df -h /dev/shm | tail -1); $(df -h "$OUTDIR" | tail -1)"
+  if start_server jobbench 30010 "$DUMP" "$WORK/wide" 1,3,5; then
+    env PYTHONPATH="$SGL_PYTHONPATH" "$SGL_PY" tests/gpu/job_bench.py --url http://127.0.0.1:30010 \
+      --dump "$DUMP" --out "$OUTDIR" --work "$WORK/jobbench" --python "$SGL_PY" \
+      2>&1 | tee -a "$WORK/client.log" || FAILS=$((FAILS + 1))
+    tail -5 "$WORK/jobbench/job.log" 2>/dev/null | sed 's/^/[job.log] /'
+    stop_server
+  else
+    fail "jobbench server did not start"
+  fi
+  rm -rf "$OUTDIR"
 else
   DUMP=/dev/shm/hs-bench
   rm -rf "$DUMP"; mkdir -p "$DUMP"
@@ -193,7 +256,7 @@ if off and on and len(off) >= 3 and len(on) >= 3:
 PY
 fi
 # what comes back (at most 8 files): the servers' logs, the client's, the role's
-for f in A.log K.log bench-on.log client.log patch-1.log; do
+for f in A.log K.log bench-on.log client.log patch-1.log tp2.log tp2-nccl.log; do
   [ -f "$WORK/$f" ] && cp "$WORK/$f" "${OUT:-$WORK}/"
 done
 echo "== $MODE: $FAILS failure(s) =="

@@ -58,7 +58,7 @@ fi
 
 # ---- 2 busy: a holder on every GPU that ignores SIGTERM
 start_holder || { echo "[2 busy]    FAIL  the holder did not start:"; exit 1; }
-echo "[holder]    PID $HOLDER_PID ($(tr '\0' ' ' <"/proc/$HOLDER_PID/cmdline" | cut -c1-40)...), SigIgn $(awk '/SigIgn/ {print $2}' "/proc/$HOLDER_PID/status"); nvidia-smi: $(gpu_memory)"
+echo "[holder]    GPUs $HOLDER_GPUS, PID $HOLDER_PID ($(tr '\0' ' ' <"/proc/$HOLDER_PID/cmdline" | cut -c1-40)...), SigIgn $(awk '/SigIgn/ {print $2}' "/proc/$HOLDER_PID/status"); nvidia-smi: $(gpu_memory)"
 
 run_case busy false
 message=$(field "$WORK/busy.json" "' | '.join(r.get('messages', []))")

@@ -16,6 +16,7 @@ ANSIBLE_PYTHON_INTERPRETER=$(command -v python3)
 export ANSIBLE_PYTHON_INTERPRETER
 
 HOLDER_PID=
+export HOLDER_GPUS=${HOLDER_GPUS:-all}  # tests/gpu/holder.py: which GPUs it holds
 cleanup() {
   # only the holder this script started
   if [ -n "$HOLDER_PID" ] && kill -0 "$HOLDER_PID" 2>/dev/null; then kill -9 "$HOLDER_PID"; fi

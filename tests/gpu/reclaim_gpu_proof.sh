@@ -44,7 +44,7 @@ passed=0
 start_holder || { echo "FAIL  the holder did not start:"; exit 1; }
 devices=0
 for fd in /proc/"$HOLDER_PID"/fd/*; do [[ $(readlink "$fd") == /dev/nvidia* ]] && devices=$((devices + 1)); done
-echo "[holder]    PID $HOLDER_PID, SigIgn $(awk '/SigIgn/ {print $2}' /proc/"$HOLDER_PID"/status), nvidia devices open: $devices; nvidia-smi: $(gpu_memory)"
+echo "[holder]    GPUs $HOLDER_GPUS, PID $HOLDER_PID, SigIgn $(awk '/SigIgn/ {print $2}' /proc/"$HOLDER_PID"/status), nvidia devices open: $devices; nvidia-smi: $(gpu_memory)"
 
 # ---- 1 check mode
 run_case check true || exit 1

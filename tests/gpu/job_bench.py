@@ -1,0 +1,162 @@
+"""The extraction job against a bare client, on one real SGLang server with the capture on
+(tests/gpu/capture_real_sglang.sh jobbench).
+
+The same prompts (--prompts of --tokens token ids) go to the server twice, after a
+warm-up round:
+  bare  capture_client's way: --concurrency requests at a time, time until every
+        request is answered (its dumps are left in /dev/shm, then removed untimed)
+  job   python -m eagle3_extraction_job run with the same concurrency, two figures:
+        served: from the job's first request until the last dump appeared (the
+        server's prompt tokens/s while the job drives it: the goal's measure)
+        durable: from its first request to its exit, when every sample is a .ckpt on
+        the output disk, fsynced and in the manifest (what a user waits for)
+Prints prompt tokens/s of both, the ratio, and the output disk's own fsynced write
+rate for the same bytes, as JSON on the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+
+from capture_client import generate, prompt, wait_files
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def bare_round(args, tag):
+    rids = [f"bare{tag}-{i}" for i in range(args.prompts)]
+    ids = {rid: prompt(f"jb-{i}", args.tokens) for i, rid in enumerate(rids)}
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(args.concurrency) as pool:
+        codes = list(pool.map(lambda rid: generate(args.url, rid, ids[rid])[0], rids))
+    secs = time.perf_counter() - t0
+    wait_files(args.dump, rids, timeout=300)
+    for rid in rids:
+        try:
+            os.unlink(os.path.join(args.dump, rid + ".pt"))
+        except FileNotFoundError:
+            pass
+    print(f"INFO bare {tag}: {args.prompts * args.tokens / secs:,.0f} prompt tokens/s "
+          f"({codes.count(200)}/{len(codes)} 200, {secs:.2f} s)", flush=True)
+    return args.prompts * args.tokens / secs
+
+
+def log_time(line):
+    stamp = re.match(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})", line)
+    return datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp() if stamp else None
+
+
+def job_run(args):
+    os.makedirs(args.work, exist_ok=True)
+    dataset = os.path.join(args.work, "dataset.jsonl")
+    with open(dataset, "w", encoding="utf-8") as f:
+        for i in range(args.prompts):
+            ids = prompt(f"jb-{i}", args.tokens)
+            f.write(json.dumps({"id": f"s{i}", "input_ids": ids,
+                                "loss_mask": [0] * 16 + [1] * (len(ids) - 16)}) + "\n")
+    cfg = {"job": "jobbench", "dataset": dataset, "output_dir": args.out, "dump_dir": args.dump,
+           "server_url": args.url, "concurrency": args.concurrency,
+           "drain_workers": args.drain_workers, "hidden_size": args.hidden,
+           "captured_layers": args.aux, "output_free_floor_bytes": 2**30,
+           "output_free_resume_bytes": 2 * 2**30, "status_interval": 1.0, "shm_high": 0.9,
+           "shm_low": 0.7, "host": "gpu"}
+    cfg_path = os.path.join(args.work, "job.json")
+    with open(cfg_path, "w", encoding="utf-8") as f:
+        json.dump(cfg, f)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.join(ROOT, "roles", "extraction_job", "files"), os.environ.get("PYTHONPATH", "")]))
+    seen, last_seen, stop = set(), [0.0], threading.Event()
+
+    def watch():  # a dump appears when its prompt's prefill ends, before the 200
+        while not stop.is_set():
+            names = {n for n in os.listdir(args.dump) if n.startswith("jobbench-") and n.endswith(".pt")}
+            if names - seen:
+                seen.update(names)
+                last_seen[0] = time.time()
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    t0 = time.time()
+    proc = subprocess.run([args.python, "-m", "eagle3_extraction_job", "run", "--config", cfg_path],
+                          env=env, capture_output=True, text=True, timeout=1200, check=False)
+    t_exit = time.time()
+    stop.set()
+    watcher.join()
+    with open(os.path.join(args.work, "job.log"), "w", encoding="utf-8") as f:
+        f.write(proc.stdout + proc.stderr)
+    first = next((log_time(line) for line in proc.stdout.splitlines() if "resume:" in line), t0)
+    print("\n".join("INFO job log: " + line for line in proc.stdout.splitlines()[-4:]), flush=True)
+    tokens = args.prompts * args.tokens
+    served = tokens / (last_seen[0] - first) if len(seen) == args.prompts else 0.0
+    durable = tokens / (t_exit - first)
+    print(f"INFO job: exit {proc.returncode}; served {served:,.0f} prompt tokens/s ({len(seen)} "
+          f"dumps seen, the last {last_seen[0] - first:.2f} s after its first request); durable "
+          f"{durable:,.0f} prompt tokens/s ({t_exit - first:.2f} s to every file durable; "
+          f"{first - t0:.1f} s start-up before)", flush=True)
+    return proc.returncode, served, durable
+
+
+def disk_rate(path, total):
+    """The output disk's own rate: the same bytes, written in files of one sample's size, fsynced."""
+    block = os.urandom(1 << 24)
+    t0 = time.perf_counter()
+    written, n = 0, 0
+    while written < total:
+        name = os.path.join(path, f"plain-{n}.bin")
+        with open(name, "wb") as f:
+            for _ in range(7):  # 112 MiB: one 2,048-token sample at 57,344 bytes a token
+                f.write(block)
+            f.flush()
+            os.fsync(f.fileno())
+        written += 7 << 24
+        n += 1
+    secs = time.perf_counter() - t0
+    for i in range(n):
+        os.unlink(os.path.join(path, f"plain-{i}.bin"))
+    return written / secs
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--dump", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--prompts", type=int, default=128)
+    parser.add_argument("--tokens", type=int, default=2048)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--drain-workers", type=int, default=8)
+    parser.add_argument("--hidden", type=int, default=7168)
+    parser.add_argument("--aux", type=int, default=3)
+    args = parser.parse_args()
+    bare_round(args, "warm")
+    bare = bare_round(args, "measured")
+    rc, job, durable = job_run(args)
+    out_bytes = sum(os.path.getsize(os.path.join(d, f)) for d, _s, fs in os.walk(args.out)
+                    for f in fs if f.endswith(".ckpt"))
+    disk = disk_rate(args.out, min(out_bytes, 8 << 30))
+    ckpts = sum(f.endswith(".ckpt") for _d, _s, fs in os.walk(args.out) for f in fs)
+    print(f"INFO output: {ckpts} .ckpt files, {out_bytes / 1e9:.2f} GB; the output disk's own "
+          f"fsynced write rate {disk / 1e9:.2f} GB/s; the job's output rate end to end {out_bytes / 1e9 * durable / (args.prompts * args.tokens):.2f} GB/s",
+          flush=True)
+    ok = rc == 0 and ckpts == args.prompts
+    print(f"{'PASS' if ok else 'FAIL'} the job finished every sample ({ckpts}/{args.prompts}, exit {rc})")
+    print(json.dumps({"jobbench": {"bare": bare, "job": job, "ratio": job / bare, "durable": durable,
+                                   "disk_gbps": disk / 1e9, "out_gb": out_bytes / 1e9}}), flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
