@@ -29,6 +29,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from sglang_standin import generate
+
 PR_SET_NAME = 15
 READY_LINE = 'The server is fired up and ready to roll!'
 
@@ -147,6 +149,9 @@ def make_handler(state):
             else:
                 self.answer(404, {'detail': 'Not Found'})
 
+        def do_POST(self):  # pylint: disable=invalid-name
+            generate.handle_post(self, state)  # /generate, through the real capture (generate.py)
+
         def answer(self, code, body):
             data = json.dumps(body).encode()
             self.send_response(code)
@@ -203,6 +208,7 @@ def main(argv=None):
                     pass
         os._exit(0)  # pylint: disable=protected-access
     signal.signal(signal.SIGTERM, on_term)
+    generate.setup(state, args.model_path, log)  # after on_term: the capture's handler chains to it
     threading.Thread(target=server.serve_forever, daemon=True).start()
     log('Load weight begin. avail mem=%d MiB' % (143771 - 615))
     time.sleep(float(env.get('SGLANG_STANDIN_LOAD_SECONDS', '2')))
