@@ -1,0 +1,130 @@
+# Copyright: eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fleet's stand-in server (tests/standins/sglang_server) answers /generate and dumps
+through the capture module as sglang_patch deploys it: run here on 127.0.0.1 with the
+capture placed next to a package that refuses to be imported, as on the fleet."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import ROOT, torch
+
+STANDIN = os.path.join(ROOT, "tests", "standins", "sglang_server")
+sys.path.insert(0, STANDIN)
+
+from sglang_standin import generate  # noqa: E402  pylint: disable=wrong-import-position
+
+KEY = "standin-test-key"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def post(url, body, key=KEY):
+    request = urllib.request.Request(url + "/generate", data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json",
+                                              **({"Authorization": "Bearer " + key} if key else {})})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+@pytest.fixture
+def server(tmp_path):
+    """The stand-in with the capture deployed as sglang_patch does: <sglang>/srt/eagle3_hs_capture.py."""
+    site = tmp_path / "site"
+    (site / "sglang" / "srt").mkdir(parents=True)
+    (site / "sglang" / "__init__.py").write_text('raise ImportError("the fleet\'s sglang refuses")\n')
+    shutil.copy(os.path.join(ROOT, "roles", "sglang_patch", "files", "eagle3_hs_capture.py"),
+                site / "sglang" / "srt" / "eagle3_hs_capture.py")
+    model = tmp_path / "model"
+    shutil.copytree(os.path.join(ROOT, "tests", "fixtures", "model"), model)
+    dump = tmp_path / "shm"
+    dump.mkdir()
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), STANDIN]), SGLANG_HS_DUMP_DIR=str(dump),
+               SGLANG_STANDIN_LOAD_SECONDS="0", SGLANG_STANDIN_MIB="0", SGLANG_STANDIN_NUM_LAYERS="61")
+    log = open(tmp_path / "server.log", "w")  # pylint: disable=consider-using-with
+    proc = subprocess.Popen([sys.executable, "-m", "sglang_standin.launch_server", "--model-path", str(model),
+                             "--port", str(port), "--api-key", KEY, "--tp-size", "1"],
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(url + "/health", timeout=2):
+                break
+        except (urllib.error.URLError, OSError):
+            assert proc.poll() is None, (tmp_path / "server.log").read_text()
+            time.sleep(0.1)
+    yield {"url": url, "dump": dump, "proc": proc, "log": tmp_path / "server.log"}
+    proc.terminate()
+    proc.wait(30)
+    log.close()
+
+
+def wait_for(path, timeout=20):
+    deadline = time.time() + timeout
+    while not os.path.exists(path):
+        assert time.time() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def test_generate_dumps_the_expected_tensors_through_the_capture(server):
+    ids = [5, 17, 123456, 9, 9, 0]
+    status, body = post(server["url"], {"input_ids": ids, "rid": "job-s1",
+                                        "sampling_params": {"max_new_tokens": 3}})
+    assert status == 200 and body["meta_info"]["id"] == "job-s1" and len(body["output_ids"]) == 3
+    path = server["dump"] / "job-s1.pt"
+    wait_for(path)
+    dump = torch.load(path, weights_only=True)
+    hidden, aux = generate.hidden_states(torch, ids, 64, 3)
+    assert torch.equal(dump["input_ids"], torch.tensor(ids))
+    assert torch.equal(dump["hidden_state"], hidden.unsqueeze(0))
+    assert torch.equal(dump["aux_hidden_state"], aux.unsqueeze(0))
+    assert dump["captured_layers"] == [2, 30, 58] and dump["hidden_state"].dtype == torch.bfloat16
+
+
+def test_concurrent_requests_are_batched_and_each_dumped_once(server):
+    import concurrent.futures  # pylint: disable=import-outside-toplevel
+    samples = {f"job-b{n}": [n, n + 1, n * 7 % 50][: 1 + n % 3] for n in range(40)}
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(lambda kv: post(server["url"], {"input_ids": kv[1], "rid": kv[0],
+                                                                "sampling_params": {"max_new_tokens": 1}}),
+                                samples.items()))
+    assert all(status == 200 for status, _ in answers)
+    for rid, ids in samples.items():
+        wait_for(server["dump"] / f"{rid}.pt")
+        hidden, _aux = generate.hidden_states(torch, ids, 64, 3)
+        assert torch.equal(torch.load(server["dump"] / f"{rid}.pt", weights_only=True)["hidden_state"][0], hidden)
+
+
+def test_key_ids_and_rid_rule(server):
+    assert post(server["url"], {"input_ids": [1]}, key="wrong")[0] == 401
+    assert post(server["url"], {"text": "hello"})[0] == 400
+    assert post(server["url"], {"input_ids": [1, -2]})[0] == 400
+    # no rid: sglang's uuid4().hex, which the capture never dumps
+    assert post(server["url"], {"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 1}})[0] == 200
+    time.sleep(1.5)  # the capture writes its stats each second
+    stats = json.loads((server["dump"] / "CAPTURE_STATS.json").read_text())
+    assert sum(stats["skipped"].values()) == 1, stats
+    assert not list(server["dump"].glob("*.pt"))
+
+
+def test_sigterm_ends_the_server(server):
+    server["proc"].terminate()
+    assert server["proc"].wait(30) == 0
