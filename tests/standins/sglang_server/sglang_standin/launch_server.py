@@ -29,7 +29,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from sglang_standin import generate
+from sglang_standin import generate, multinode
 
 PR_SET_NAME = 15
 READY_LINE = 'The server is fired up and ready to roll!'
@@ -97,6 +97,7 @@ def parse_args(argv):
     parser.add_argument('--tp-size', '--tp', dest='tp_size', type=int, default=1)
     parser.add_argument('--api-key')
     parser.add_argument('--mem-fraction-static', type=float)
+    multinode.add_arguments(parser)  # --nnodes, --node-rank, --dist-init-addr
     args, unknown = parser.parse_known_args(argv)
     return args, unknown
 
@@ -179,12 +180,19 @@ def main(argv=None):
     log('server_args: model_path=%s host=%s port=%d tp_size=%d api_key=%s other=%s'
         % (args.model_path, args.host, args.port, args.tp_size,
            'set' if args.api_key else 'unset', ' '.join(unknown)))
-    for name in sorted(k for k in env if k.startswith(('SGLANG_', 'SGL_', 'NCCL_'))):
+    for name in sorted(k for k in env if k.startswith(('SGLANG_', 'SGL_', 'NCCL_', 'GLOO_'))):
         log('env %s=%s' % (name, env[name]))
     if not os.path.isfile(os.path.join(args.model_path, 'config.json')):
         sys.stderr.write('OSError: %s does not appear to have a file named config.json\n'
                          % args.model_path)
         return 1
+    refused = multinode.check_args(args)
+    if refused:
+        sys.stderr.write(refused + '\n')
+        return 1
+    if args.node_rank > 0:  # only rank 0 serves HTTP: this rank's server is an unreachable loopback one
+        multinode.join(args, log)
+        args.host, args.port = '127.0.0.1', 0
     try:
         server = ThreadingHTTPServer((args.host, args.port), None)
     except OSError as exc:
@@ -195,7 +203,7 @@ def main(argv=None):
              'server_info': {'tp_size': args.tp_size, 'port': args.port, 'host': args.host,
                              'argv': unknown}}
     server.RequestHandlerClass = make_handler(state)
-    children = [fork(rank_body(rank, mib, ignore_term, nvidia_smi)) for rank in range(args.tp_size)]
+    children = [fork(rank_body(rank, mib, ignore_term, nvidia_smi)) for rank in range(args.tp_size // args.nnodes)]
     children.append(fork(lambda: (set_title('sglang::detokenizer'), time.sleep(1e9))))
 
     def on_term(signum, frame):  # pylint: disable=unused-argument
@@ -217,6 +225,9 @@ def main(argv=None):
         if done:
             sys.stderr.write('RuntimeError: rank process %d exited with status %d\n' % (pid, status))
             on_term(signal.SIGTERM, None)
+    rendezvous = multinode.Rendezvous(args, state, log) if args.nnodes > 1 and args.node_rank == 0 else None
+    while rendezvous and not rendezvous.complete():  # not healthy until every other rank joined
+        time.sleep(0.2)
     state['ready'] = True
     log(READY_LINE)
     while True:
