@@ -11,6 +11,7 @@ from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.controller_check import ControllerCheck
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
     cross_host_errors, host_value_errors, load_specs, rollout_errors)
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import layout_errors
 
 
 class ActionModule(ControllerCheck):
@@ -28,7 +29,8 @@ class ActionModule(ControllerCheck):
     def check(self, args, task_vars, result):
         hostvars = task_vars['hostvars']
         specs = load_specs()
-        names = set(name for options in specs.values() for name in options)
+        # ansible_host: no two hosts may be one container (a server's nodes are told apart by it)
+        names = set(name for options in specs.values() for name in options) | {'ansible_host'}
         errors, values, unresolved = [], {}, []
         if not args['hosts']:
             errors.append('the inventory has no host in the extraction_servers group')
@@ -48,6 +50,7 @@ class ActionModule(ControllerCheck):
             errors.extend('%s: %s' % (host, error) for error in host_value_errors(specs, values[host]))
         errors.extend(cross_host_errors(values, args['hypervisors']))
         rollout = args['rollout'] or {}
+        errors.extend(layout_errors(values, rollout.get('extract_serial', '100%')))
         errors.extend(rollout_errors(rollout.get('extract_serial', '100%'),
                                      rollout.get('extract_max_fail_percentage', 100),
                                      rollout.get('extract_reclaim', True), rollout.get('extract_force', False)))

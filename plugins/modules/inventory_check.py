@@ -25,6 +25,12 @@ description:
     and sets C(proxmox_container_vmid); no two on one node share a vmid, compared as integers (V(471),
     V("471") and V("0471") are one container); C(sglang_server_model_path) is set; the tp-size divides
     C(gpu_check_gpu_count) when both are set.
+  - Then the servers (C(plugin_utils/server_layout.py)). Hosts with one C(sglang_server_name) are the nodes of one
+    server; their C(sglang_server_node_rank) must cover 0 to N-1 once each; they must agree on the SGLang, patch,
+    model and flag variables; the tp-size must be set and be the sum of the nodes' GPUs (the same number on each,
+    when C(gpu_check_gpu_count) or a C(proxmox_container_gpus) list says it); rank 0 must listen beyond loopback;
+    O(rollout.extract_serial) must be V(100%) (the nodes start together). No two hosts share an C(ansible_host)
+    (one container serves one server).
   - Then extract.yml's rollout variables (O(rollout)).
   - Fails once, listing every problem with its host, variable and value (an API key is never shown).
     A variable that refers to a fact set later by a role is skipped here (the role checks it when it starts)

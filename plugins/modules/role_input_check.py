@@ -28,7 +28,7 @@ options:
     description: The role whose variables are checked.
     type: str
     required: true
-    choices: [proxmox_container, gpu_check, ml_env, sglang_patch, sglang_server]
+    choices: [proxmox_container, gpu_check, ml_env, sglang_patch, sglang_server, extraction_job]
 extends_documentation_fragment:
   - eagle3.extraction.controller_check
 """

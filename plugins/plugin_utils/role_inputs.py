@@ -31,7 +31,7 @@ from ansible_collections.eagle3.extraction.plugins.module_utils.validate import 
 from ansible_collections.eagle3.extraction.plugins.modules.pct_container import (
     HOSTNAME_RE, OSTEMPLATE_RE, SSH_KEY_RE, STORAGE_RE)
 
-ROLES = ('proxmox_container', 'gpu_check', 'ml_env', 'sglang_patch', 'sglang_server')
+ROLES = ('proxmox_container', 'gpu_check', 'ml_env', 'sglang_patch', 'sglang_server', 'extraction_job')
 COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Directories a venv, a dump dir or a log must not be (nor the parent of a removed tree).
@@ -57,6 +57,10 @@ REQUIREMENT = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?\s*(
 SHM_PATTERN = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]{1,99}\*?')
 DEVICE = re.compile(r'/dev/[A-Za-z0-9_./-]+(,(gid|uid|mode)=[0-9]+)*')
 RAW_LXC = re.compile(r'lxc\.[a-z0-9_.]+\s*[:=]\s*\S.*')
+# NCCL_SOCKET_IFNAME's forms: eth0, eth0,eth1, =eth0 (exact), ^docker,lo (excluded prefixes)
+IFNAMES = re.compile(r'[=^]?[A-Za-z0-9_.:@-]{1,15}(,[A-Za-z0-9_.:@-]{1,15})*')
+SERVER_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,62}')
+JOB_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,63}')
 FEATURES = {'nesting', 'keyctl', 'fuse', 'mount', 'mknod', 'force_rw_sys'}
 
 
@@ -254,6 +258,38 @@ RULES = {
     'sglang_server_hypervisor': _pattern(NODE_NAME, 'an inventory host name', empty=True),
     'sglang_server_vmid': _vmid(allow_zero=True),
     'sglang_server_ready_timeout': _number(1, 172800, 'seconds'),
+    # a server over several containers (plugin_utils/server_layout.py checks them across hosts)
+    'sglang_server_name': _pattern(SERVER_NAME, 'a server name: letters, digits and _.- (up to 63)', empty=True),
+    'sglang_server_node_rank': _number(0, 1023),
+    'sglang_server_dist_init_port': _number(1, 65535),
+    'sglang_server_dist_init_host': _pattern(HOST, 'an address or host name the other nodes reach', empty=True),
+    'sglang_server_socket_ifname': _pattern(IFNAMES, 'network interface names as NCCL_SOCKET_IFNAME takes them '
+                                                     '(eth0, eth0,eth1, =eth0, ^docker,lo)', empty=True),
+    # extraction_job
+    'extraction_job_name': _pattern(JOB_NAME, 'letters, digits and _.- (up to 64)'),
+    'extraction_job_output_root': _path(),
+    'extraction_job_dump_dir': _path(),
+    'extraction_job_python': _path(what='an absolute path'),
+    'extraction_job_install_dir': _path(),
+    'extraction_job_config_dir': _path(),
+    'extraction_job_data_dir': _path(),
+    'extraction_job_log_dir': _path(),
+    'extraction_job_unit': _pattern(UNIT_NAME, 'a unit name: letters, digits and :_.@-'),
+    'extraction_job_server_unit': _pattern(UNIT_NAME, 'a unit name: letters, digits and :_.@-'),
+    'extraction_job_hidden_size': _number(0, 1048576),
+    'extraction_job_captured_layers': _number(1, 64),
+    'extraction_job_max_length': _number(0, 16777216, 'tokens (0: the model\'s)'),
+    'extraction_job_concurrency': _number(1, 4096),
+    'extraction_job_request_timeout': _number(1, 86400, 'seconds'),
+    'extraction_job_max_attempts': _number(1, 1000),
+    'extraction_job_ack_timeout': _number(1, 86400, 'seconds'),
+    'extraction_job_drain_workers': _number(1, 256),
+    'extraction_job_shm_high': _number(0.01, 0.99),
+    'extraction_job_shm_low': _number(0.0, 0.99),
+    'extraction_job_output_free_floor_gib': _number(0, 1048576, 'GiB'),
+    'extraction_job_output_free_resume_gib': _number(0, 1048576, 'GiB'),
+    'extraction_job_space_margin': _number(0, 10),
+    'extraction_job_restart_sec': _number(0, 86400, 'seconds'),
 }
 
 

@@ -1,0 +1,186 @@
+# -*- coding: utf-8 -*-
+# Copyright: eagle3.extraction maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Which containers make one SGLang server, from the inventory.
+
+A container belongs to the server its ``sglang_server_name`` names; its
+``sglang_server_node_rank`` is its ``--node-rank`` (0 to N-1; rank 0 serves HTTP and its address
+and ``sglang_server_dist_init_port`` make ``--dist-init-addr``). A container without
+``sglang_server_name`` is a one-node server named after itself, as before multi-node servers.
+
+``layout`` answers for one host (the role and extract.yml use it through the filter
+``sglang_server_layout``); ``layout_errors`` is what inventory_check refuses before any host is
+touched. Both read ``{host: {variable: value}}`` with only the values the inventory sets.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import show
+
+NAME = 'sglang_server_name'
+RANK = 'sglang_server_node_rank'
+DEFAULT_DIST_INIT_PORT = 5000
+SERVER_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,62}')
+LOOPBACK = ('127.0.0.1', 'localhost', '::1')
+# What every node of one server must agree on: the same SGLang, the same patch, the same model and
+# flags (the inventory's values; a value set on one node and not on another differs too).
+SAME_ON_EVERY_NODE = (
+    'ml_env_packages', 'ml_env_wheelhouse', 'ml_env_editable', 'sglang_patch_python', 'sglang_server_module',
+    'sglang_server_model_path', 'sglang_server_port', 'sglang_server_tp_size', 'sglang_server_flags',
+    'sglang_server_extra_args', 'sglang_server_api_key', 'sglang_server_unit', 'sglang_server_dist_init_port',
+    'sglang_server_dist_init_host',
+)
+SAME_PREFIXES = ('sglang_patch_',)
+SECRET = ('sglang_server_api_key',)
+
+
+def _rank(value):
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r'[0-9]{1,4}', value):
+        return int(value)
+    return None
+
+
+def server_name(host, values):
+    name = values.get(NAME)
+    return name if isinstance(name, str) and name else host
+
+
+def servers(hosts):
+    """{server name: [hosts]} in inventory order."""
+    found = {}
+    for host, values in hosts.items():
+        found.setdefault(server_name(host, values), []).append(host)
+    return found
+
+
+def _address(host, values):
+    return values.get('ansible_host') or host
+
+
+def layout(hosts, host):
+    """One host's place: its server, the nodes in rank order, its rank, and rank 0's addresses.
+
+    A host that ``hosts`` lacks (a play outside extract.yml) is a one-node server of its own.
+    """
+    values = hosts.get(host, {})
+    if host not in hosts:
+        hosts = {host: values}
+    name = server_name(host, values)
+    members = [h for h in hosts if server_name(h, hosts[h]) == name]
+    nodes = sorted(members, key=lambda h: (_rank(hosts[h].get(RANK, 0)) or 0, h))
+    rank0 = nodes[0]
+    port = _rank(hosts[rank0].get('sglang_server_dist_init_port', DEFAULT_DIST_INIT_PORT))
+    dist_host = hosts[rank0].get('sglang_server_dist_init_host') or _address(rank0, hosts[rank0])
+    return {
+        'name': name,
+        'nodes': nodes,
+        'nnodes': len(nodes),
+        'rank': nodes.index(host),
+        'rank0': rank0,
+        'rank0_address': _address(rank0, hosts[rank0]),
+        'dist_init_addr': '%s:%s' % ('[%s]' % dist_host if ':' in dist_host else dist_host, port)
+        if len(nodes) > 1 else '',
+    }
+
+
+def _tp_size(values):
+    flags = values.get('sglang_server_flags') if isinstance(values.get('sglang_server_flags'), dict) else {}
+    return _rank(flags.get('tp-size', values.get('sglang_server_tp_size')))
+
+
+def _gpu_count(values):
+    count = _rank(values.get('gpu_check_gpu_count'))
+    if count:
+        return count
+    gpus = values.get('proxmox_container_gpus')
+    return len(gpus) if isinstance(gpus, (list, tuple)) and gpus else None
+
+
+def _compared(values):
+    return dict((k, v) for k, v in values.items() if k in SAME_ON_EVERY_NODE or k.startswith(SAME_PREFIXES))
+
+
+def _differences(name, nodes, hosts):
+    errors = []
+    keys = sorted(set(k for h in nodes for k in _compared(hosts[h])))
+    for key in keys:
+        seen = [(h, hosts[h].get(key, '(not set)')) for h in nodes]
+        if any(value != seen[0][1] for _, value in seen[1:]):
+            shown = ', '.join('%s: %s' % (h, '(hidden)' if key in SECRET else show(value)) for h, value in seen)
+            errors.append('server %s: its nodes differ in %s (%s); every node of a server runs the same SGLang, '
+                          'patch, model and flags' % (name, key, shown))
+    return errors
+
+
+def _rank_errors(name, nodes, hosts):
+    """The ranks of one server's nodes cover 0 to N-1 once each."""
+    errors, ranks = [], {}
+    for host in nodes:
+        if RANK not in hosts[host]:
+            if len(nodes) > 1:
+                errors.append('%s: sglang_server_node_rank is not set; server %s has %d nodes (%s): give each its '
+                              'rank, 0 to %d' % (host, name, len(nodes), ', '.join(nodes), len(nodes) - 1))
+            continue
+        rank = _rank(hosts[host][RANK])
+        if rank is None:
+            errors.append('%s: sglang_server_node_rank=%s is not an integer' % (host, show(hosts[host][RANK])))
+            continue
+        ranks.setdefault(rank, []).append(host)
+    if errors or not ranks:
+        return errors
+    if sorted(ranks) != list(range(len(nodes))) or any(len(same) > 1 for same in ranks.values()):
+        shown = ', '.join('%s=%d' % (h, r) for r in sorted(ranks) for h in ranks[r])
+        errors.append('server %s: the node ranks (%s) do not cover 0 to %d once each; give its %d node%s the ranks '
+                      '0 to %d' % (name, shown, len(nodes) - 1, len(nodes), 's' if len(nodes) > 1 else '',
+                                   len(nodes) - 1))
+    return errors
+
+
+def layout_errors(hosts, serial='100%'):
+    """What cannot work, as messages naming the server, its hosts and the values."""
+    errors = []
+    by_name = servers(hosts)
+    for name, nodes in sorted(by_name.items()):
+        named = any(hosts[h].get(NAME) for h in nodes)
+        if named and name in hosts and name not in nodes:
+            errors.append('server %s (sglang_server_name of %s) has the name of the host %s, which is not one of '
+                          'its nodes; give the server another name' % (name, ', '.join(nodes), name))
+        errors.extend(_rank_errors(name, nodes, hosts))
+        if len(nodes) < 2:
+            continue
+        errors.extend(_differences(name, nodes, hosts))
+        tps = set(_tp_size(hosts[h]) for h in nodes)
+        if None in tps:
+            errors.append('server %s: set sglang_server_tp_size on its nodes (%s) to the sum of their GPUs; the '
+                          'default is one node\'s GPUs' % (name, ', '.join(nodes)))
+        counts = [(h, _gpu_count(hosts[h])) for h in nodes]
+        if len(tps) == 1 and None not in tps and all(count for _, count in counts):
+            tp = tps.pop()
+            total = sum(count for _, count in counts)
+            if tp != total or len(set(count for _, count in counts)) > 1:
+                errors.append('server %s: tp-size %d (sglang_server_tp_size or sglang_server_flags.tp-size) must be '
+                              'the sum of its nodes\' GPUs, the same number on each (%s: %d in all)'
+                              % (name, tp, ', '.join('%s %d' % pair for pair in counts), total))
+        rank0 = layout(hosts, nodes[0])['rank0']
+        if hosts[rank0].get('sglang_server_host', '127.0.0.1') in LOOPBACK:
+            errors.append('server %s: rank 0 (%s) listens on sglang_server_host=%s; the other nodes wait on its '
+                          '/health: give an address they reach (0.0.0.0)'
+                          % (name, rank0, hosts[rank0].get('sglang_server_host', '127.0.0.1 (the default)')))
+        if serial != '100%' and list(serial if isinstance(serial, (list, tuple)) else [serial]) != ['100%']:
+            errors.append('server %s spans %s: its nodes start together, so extract_serial=%s must be "100%%"'
+                          % (name, ', '.join(nodes), show(serial)))
+    addresses = {}
+    for host, values in sorted(hosts.items()):
+        if values.get('ansible_host'):
+            addresses.setdefault(values['ansible_host'], []).append(host)
+    for address, same in sorted(addresses.items()):
+        if len(same) > 1:
+            errors.append('%s all reach %s (ansible_host): one container serves one server; give each host its '
+                          'own container' % (' and '.join(same), address))
+    return errors
