@@ -5,8 +5,10 @@
 #                   the file sglang_patch patches; the package refuses to be imported
 #   eagle3-sglang-standin  the stand-in server (tests/standins/sglang_server), rebuilt
 #                   when its source changes
-# Prints the directory. Needs the controller venv (.venv) and, once, PyPI for the
-# sglang wheel and setuptools (both cached).
+#   CPU torch, aiohttp and their dependencies, for the containers' Python (Debian 12:
+#                   3.11): what the stand-in's capture and the extraction job import
+# Prints the directory. Needs the controller venv (.venv) and, once, PyPI (and the
+# PyTorch CPU index) for the wheels; everything downloaded is cached in $LAB/cache.
 set -euo pipefail
 # shellcheck source=tests/fleet/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -23,6 +25,26 @@ fi
 # setuptools for the offline build of the stand-in
 [ -n "$(find "$BUILD" -maxdepth 1 -name 'setuptools-*.whl' -print -quit)" ] ||
   "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: --dest "$BUILD" setuptools==80.9.0 >&2
+
+# The job's and the capture's libraries, pinned as tests/torch-venv.sh pins them, for the
+# containers' CPython 3.11 on x86_64 (pip download on the controller, whatever its Python).
+JOB_PINS=(torch==2.13.0 aiohttp==3.14.5)
+JOB_WHEELS=$LAB/cache/job-wheels
+job_stamp=$JOB_WHEELS/.pins-$(printf '%s\n' "${JOB_PINS[@]}" | sha256sum | cut -c1-16)
+if [ ! -f "$job_stamp" ]; then
+  log "wheelhouse: ${JOB_PINS[*]} and their dependencies for CPython 3.11 (cached in $JOB_WHEELS)"
+  mkdir -p "$JOB_WHEELS"
+  "$PYTHON" -m pip download --quiet --only-binary=:all: --dest "$JOB_WHEELS" \
+    --python-version 3.11 --implementation cp --abi cp311 --abi abi3 --abi none \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    --platform any --extra-index-url https://download.pytorch.org/whl/cpu "${JOB_PINS[@]}" >&2
+  rm -f "$JOB_WHEELS"/.pins-*
+  touch "$job_stamp"
+fi
+# hard links when the cache shares the filesystem (no copy of torch's 190 MB)
+for wheel in "$JOB_WHEELS"/*.whl; do
+  [ -e "$OUT/$(basename "$wheel")" ] || ln "$wheel" "$OUT/" 2>/dev/null || cp "$wheel" "$OUT/"
+done
 
 src=$STANDINS/sglang_server
 hash=$(cd "$src" && find . -type f ! -path '*/__pycache__/*' ! -path '*.egg-info*' -print0 | sort -z |
