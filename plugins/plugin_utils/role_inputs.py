@@ -27,6 +27,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.eagle3.extraction.plugins.filter.sglang_server_unit import (
     bad_character, sglang_server_config, systemd_environment)
 from ansible_collections.eagle3.extraction.plugins.module_utils.pct import SHM_SIZE_RE
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import servers
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import VMID_MAX, VMID_MIN, show
 from ansible_collections.eagle3.extraction.plugins.modules.pct_container import (
     HOSTNAME_RE, OSTEMPLATE_RE, SSH_KEY_RE, STORAGE_RE)
@@ -391,10 +392,12 @@ def cross_host_errors(hosts, hypervisors):
 
     Every container names a proxmox_hypervisors host and a vmid, two on one node never share
     a vmid (compared as integers: 471, "471" and "0471" are one container), the model path
-    is set, and tp-size divides the GPU count when both are known.
+    is set, and tp-size divides the GPU count when both are known (on a one-node server; a
+    multi-node server's tp-size is its nodes' GPUs together: server_layout.layout_errors).
     """
     errors = []
     placed = {}
+    multinode = set(host for nodes in servers(hosts).values() if len(nodes) > 1 for host in nodes)
     for host in sorted(hosts):
         values = hosts[host]
         node = values.get('proxmox_container_node')
@@ -414,7 +417,7 @@ def cross_host_errors(hosts, hypervisors):
         flags = values.get('sglang_server_flags') if isinstance(values.get('sglang_server_flags'), dict) else {}
         tp_size = _as_int(flags.get('tp-size', values.get('sglang_server_tp_size')))
         gpus = _as_int(values.get('gpu_check_gpu_count'))
-        if tp_size and gpus and gpus % tp_size:
+        if tp_size and gpus and gpus % tp_size and host not in multinode:
             errors.append('%s: tp-size %d (sglang_server_tp_size or sglang_server_flags.tp-size) does not divide '
                           'gpu_check_gpu_count=%d' % (host, tp_size, gpus))
     for (node, vmid), same in sorted(placed.items()):

@@ -84,6 +84,8 @@ def layout(hosts, host):
         'rank': nodes.index(host),
         'rank0': rank0,
         'rank0_address': _address(rank0, hosts[rank0]),
+        # every server of the inventory, sorted: the extraction job's shards are one per server
+        'servers': sorted(servers(hosts)),
         'dist_init_addr': '%s:%s' % ('[%s]' % dist_host if ':' in dist_host else dist_host, port)
         if len(nodes) > 1 else '',
     }
