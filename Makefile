@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VENV := .venv
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: demo test deps fleet clean distclean lint sanity pytest pytest-main pytest-rollout pytest-torch build
+.PHONY: demo test deps fleet clean distclean lint sanity pytest pytest-main pytest-rollout pytest-multinode pytest-torch build
 
 demo: fleet
 	ansible-playbook extract.yml -i inventory/demo
@@ -26,16 +26,22 @@ lint: deps
 sanity: deps
 	bash tests/sanity.sh
 
-# the three pytest parts of `make test`, in its order (tests/run-all.sh runs each as a step)
+# the four pytest parts of `make test`, in its order (tests/run-all.sh runs each as a step)
 pytest: deps
-	$(MAKE) --no-print-directory pytest-main pytest-rollout pytest-torch
+	$(MAKE) --no-print-directory pytest-main pytest-rollout pytest-multinode pytest-torch
 
 pytest-main:
-	pytest -q tests --ignore=tests/capture --ignore=tests/job --ignore=tests/integration/test_rollout.py
+	pytest -q tests --ignore=tests/capture --ignore=tests/job --ignore=tests/integration/test_rollout.py \
+		--ignore=tests/integration/test_multinode.py
 
 # extract.yml on the whole fleet, through ansible-runner (cold, converged, faults, ...)
 pytest-rollout:
 	pytest -q tests/integration/test_rollout.py
+
+# one server over two containers on two hypervisors beside a one-node server (after the rollout:
+# it ends, as the rollout does, with every server stopped)
+pytest-multinode:
+	pytest -q tests/integration/test_multinode.py
 
 # tests/capture and tests/job need torch, which exists as a CPU build for Python 3.11 only
 pytest-torch:

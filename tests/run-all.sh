@@ -22,6 +22,7 @@ step sanity bash tests/sanity.sh
 # the pytest parts are the Makefile's, so that `make pytest` runs exactly these
 step pytest make -s --no-print-directory pytest-main
 step pytest:rollout make -s --no-print-directory pytest-rollout
+step pytest:multinode make -s --no-print-directory pytest-multinode
 step pytest:torch make -s --no-print-directory pytest-torch
 for config in molecule/*/molecule.yml; do
   scenario=$(basename "$(dirname "$config")")
