@@ -193,26 +193,66 @@ def verify_shard(shard_dir, checksums=True):
     return report
 
 
+def _is_complete(shard):
+    return bool((shard.get('card') or {}).get('complete')) and not shard.get('problems')
+
+
+def _kept_and_leftovers(copies):
+    """Copies of one shard (``[(where, shard report)]``) -> (the copy counted, leftovers).
+
+    A shard handed to another host while its first host was away is held twice once
+    that host comes back. The complete, sound copy is counted; a copy whose samples
+    are all in it is a leftover of the handover, reported once and not counted. Two
+    copies that disagree stay a problem.
+    """
+    complete = [c for c in copies if _is_complete(c[1])]
+    if not complete:
+        return None, []
+    kept = complete[0]
+    kept_ids = set(kept[1].get('ids', []))
+    others = [c for c in copies if c is not kept]
+    if all(set(c[1].get('ids', [])) <= kept_ids for c in others):
+        return kept, others
+    return None, []
+
+
 def verify_union(host_reports):
-    """Every sample exactly once across all hosts' shards; every shard present once; one dataset."""
+    """Every sample exactly once across all hosts' shards; every shard present once; one dataset.
+
+    Returns ``{totals, problems, notes}``: a leftover copy of a handed-over shard is a
+    note (one line per copy), not a problem, and its samples are not counted twice.
+    """
     problems = []
+    notes = []
     owner = {}
-    shards = {}
+    copies = {}
     datasets = set()
     counts = set()
     totals = {'samples': 0, 'tokens': 0, 'bytes': 0, 'files_checked': 0}
     for host in sorted(host_reports, key=lambda r: r['host']):
         for shard in host.get('shards', []):
-            where = '%s:%s' % (host['host'], shard['shard_dir'])
-            problems.extend('%s: %s' % (host['host'], p) for p in shard.get('problems', []))
-            card = shard.get('card') or {}
             meta = shard.get('meta') or {}
             datasets.add(meta.get('dataset_sha256'))
             counts.add(meta.get('shard_count'))
-            index = meta.get('shard_index')
-            if index in shards:
-                problems.append('shard %s is in two places: %s and %s' % (index, shards[index], where))
-            shards[index] = where
+            copies.setdefault(meta.get('shard_index'), []).append(
+                ('%s:%s' % (host['host'], shard['shard_dir']), shard, host['host']))
+    for index in sorted(copies, key=str):
+        held = [(where, shard) for where, shard, _host in copies[index]]
+        counted = held
+        if len(held) > 1:
+            kept, leftovers = _kept_and_leftovers(held)
+            if kept is None:
+                problems.append('shard %s is in %d places that disagree: %s'
+                                % (index, len(held), ', '.join(w for w, _s in held)))
+            else:
+                counted = [kept]
+                notes.extend('%s is a leftover copy of shard %s (%d samples, all also in %s): not counted; '
+                             'remove it once it is no longer needed' % (w, index, s.get('samples', 0), kept[0])
+                             for w, s in leftovers)
+        for where, shard in counted:
+            host = where.split(':', 1)[0]
+            problems.extend('%s: %s' % (host, p) for p in shard.get('problems', []))
+            card = shard.get('card') or {}
             for sample_id in shard.get('ids', []):
                 if sample_id in owner:
                     problems.append('%s is stored twice: %s and %s' % (sample_id, owner[sample_id], where))
@@ -228,10 +268,10 @@ def verify_union(host_reports):
         problems.append('the shards disagree on the shard count: %s' % sorted(str(c) for c in counts))
     elif counts:
         count = int(counts.pop() or 0)
-        missing = sorted(set(str(i) for i in range(count)) - set(str(k) for k in shards))
+        missing = sorted(set(str(i) for i in range(count)) - set(str(k) for k in copies))
         if missing:
             problems.append('no host holds shard(s) %s of %d' % (', '.join(missing), count))
     else:
         problems.append('no shard output found on any host')
     totals['unique_samples'] = len(owner)
-    return {'totals': totals, 'problems': problems}
+    return {'totals': totals, 'problems': problems, 'notes': notes}

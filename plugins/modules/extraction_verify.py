@@ -67,6 +67,14 @@ problems:
   returned: always
   type: list
   elements: str
+notes:
+  description:
+    - With O(reports), one line per leftover copy of a handed-over shard, which is not counted. A shard held in
+      several places counts once when one copy is complete and sound and every other copy's samples are in it
+      (its first host came back after the shard was handed over); copies that disagree are a problem.
+  returned: with reports
+  type: list
+  elements: str
 totals:
   description: With O(reports), C(samples), C(unique_samples), C(tokens), C(bytes) over all hosts.
   returned: with reports

@@ -76,13 +76,45 @@ def test_verify_names_a_damaged_file_a_partial_file_and_a_missing_shard(output_r
     assert "no host holds shard(s) 2 of 3" in out
 
 
-def test_verify_finds_a_sample_stored_twice(output_root):
-    # a shard handed to another host while the first one's output was kept: two copies
-    shutil.copytree(output_root / "testjob" / "shard-1-of-3", output_root / "testjob" / "shard-1-of-3.copy")
-    os.rename(output_root / "testjob" / "shard-1-of-3.copy", output_root / "testjob" / "shard-1b-of-3")
+def copy_shard(output_root, index, name):
+    src = output_root / "testjob" / f"shard-{index}-of-3"
+    dst = output_root / "testjob" / name
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_a_handed_over_shard_whose_first_host_came_back_is_counted_once(output_root):
+    # shard 1 handed to another host; the first host came back with its own, partial copy
+    copy = copy_shard(output_root, 1, "shard-1b-of-3")
+    db = sqlite3.connect(copy / "manifest.sqlite")
+    rows = db.execute("SELECT sample_id, path FROM samples ORDER BY idx").fetchall()
+    for _sample_id, relpath in rows[len(rows) // 2:]:
+        os.unlink(copy / relpath)
+    db.execute("DELETE FROM samples WHERE idx >= (SELECT MIN(idx) FROM samples) + ?", (len(rows) // 2,))
+    db.commit()
+    db.close()
+    card = json.loads((copy / "dataset_card.json").read_text())
+    card.update(complete=False, samples=len(rows) // 2)
+    (copy / "dataset_card.json").write_text(json.dumps(card))
+    # and a complete copy of shard 2 as well (the first host finished it after coming back)
+    copy_shard(output_root, 2, "shard-2b-of-3")
+    result = playbook("verify.yml", output_root)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"verified: {len(SAMPLES)} samples exactly once" in result.stdout
+    assert "is stored twice" not in result.stdout
+    assert result.stdout.count("is a leftover copy of shard 1") == 1
+    assert result.stdout.count("is a leftover copy of shard 2") == 1
+
+
+def test_verify_finds_two_copies_of_a_shard_that_disagree(output_root):
+    copy = copy_shard(output_root, 1, "shard-1b-of-3")
+    db = sqlite3.connect(copy / "manifest.sqlite")
+    db.execute("UPDATE samples SET sample_id = 'not-in-the-other' WHERE idx = (SELECT MIN(idx) FROM samples)")
+    db.commit()
+    db.close()
     result = playbook("verify.yml", output_root)
     assert result.returncode != 0
-    assert "is stored twice" in result.stdout and "shard 1 is in two places" in result.stdout
+    assert "shard 1 is in 2 places that disagree" in result.stdout
 
 
 def test_status_prints_one_table_with_totals(output_root):
