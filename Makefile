@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VENV := .venv
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: demo test deps fleet clean distclean lint sanity pytest pytest-main pytest-rollout pytest-multinode pytest-torch build
+.PHONY: demo test deps fleet clean distclean lint sanity pytest pytest-main pytest-rollout pytest-multinode pytest-extraction pytest-torch build
 
 demo: fleet
 	ansible-playbook extract.yml -i inventory/demo
@@ -26,13 +26,13 @@ lint: deps
 sanity: deps
 	bash tests/sanity.sh
 
-# the four pytest parts of `make test`, in its order (tests/run-all.sh runs each as a step)
+# the five pytest parts of `make test`, in its order (tests/run-all.sh runs each as a step)
 pytest: deps
-	$(MAKE) --no-print-directory pytest-main pytest-rollout pytest-multinode pytest-torch
+	$(MAKE) --no-print-directory pytest-main pytest-rollout pytest-multinode pytest-extraction pytest-torch
 
 pytest-main:
 	pytest -q tests --ignore=tests/capture --ignore=tests/job --ignore=tests/integration/test_rollout.py \
-		--ignore=tests/integration/test_multinode.py
+		--ignore=tests/integration/test_multinode.py --ignore=tests/integration/test_extraction_fleet.py
 
 # extract.yml on the whole fleet, through ansible-runner (cold, converged, faults, ...)
 pytest-rollout:
@@ -42,6 +42,11 @@ pytest-rollout:
 # it ends, as the rollout does, with every server stopped)
 pytest-multinode:
 	pytest -q tests/integration/test_multinode.py
+
+# the extraction job on the whole fleet: 2,000 samples through every fault, read back with
+# SpecForge's loader (in the torch venv)
+pytest-extraction:
+	bash tests/torch-venv.sh >/dev/null && pytest -q tests/integration/test_extraction_fleet.py
 
 # tests/capture and tests/job need torch, which exists as a CPU build for Python 3.11 only
 pytest-torch:
