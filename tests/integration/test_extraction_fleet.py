@@ -1,0 +1,312 @@
+"""The extraction job on the local fleet (3 containers), through ansible-runner: 2,000
+samples, every fault once, and the output proven sample by sample.
+
+One scenario, faults batched so that few playbook runs are needed:
+
+1. extract.yml starts the job (shards 0, 1, 2 on ct1, ct2, ct3). The stand-in servers
+   dump through the real capture module (CPU torch, hidden size 64, 3 captured layers),
+   paced so that each shard takes half a minute.
+2. Mid-job, at once: ct2's job is SIGKILLed; ct3's container is stopped and started
+   again; ct1's /dev/shm is filled past the high watermark (the job must pause, then
+   resume once it is freed), then ct1's server is SIGKILLed. systemd brings each back.
+3. ct3 is taken away mid-job (container stopped), and a second extract.yml without it
+   hands its shard 2 to ct2 (extraction_job_shard_indexes [1, 2]).
+4. ct3 comes back: its unit finishes its own copy of shard 2.
+5. verify.yml proves the whole dataset, counting shard 2 once and naming ct3's copy
+   once as a leftover; status.yml's table shows every shard complete.
+
+Then the outputs are copied to the controller and read with SpecForge's own loader in
+the torch venv (tests/job/fleet_output_check.py): every sample exactly once and equal to
+the tensors the stand-in computes, the manifests equal to the files, no partial file;
+and no file finished before a fault was rewritten (inode and mtime).
+"""
+
+import json
+import os
+import subprocess
+import tarfile
+import time
+
+import ansible_runner
+import pytest
+import yaml
+
+from collection_helpers import REPO, VENV_BIN
+
+LAB = os.environ.get('EAGLE3_LAB', '/var/lib/eagle3-lab')
+DEMO_INVENTORY = os.path.join(REPO, 'inventory', 'demo')
+TORCH_PYTHON = os.path.join(REPO, '.venv-torch', 'bin', 'python')
+CTS = {'ct1': ('10.200.0.101', '10.200.0.2', 101), 'ct2': ('10.200.0.102', '10.200.0.2', 102),
+       'ct3': ('10.200.0.103', '10.200.0.3', 103)}
+JOB = 'fleetx'
+SAMPLES = 2000
+OUTPUT_ROOT = '/srv/eagle3-extraction'
+JOB_DIR = '%s/%s' % (OUTPUT_ROOT, JOB)
+DUMP_DIR = '/dev/shm/sglang_hs'
+FILL = '/dev/shm/fleetx-fill'
+UNIT = 'eagle3-extraction-job@%s-shard-%%d.service' % JOB
+CONCURRENCY = 4
+# the stand-in's pass takes this long: about 20 samples/s a host, half a minute a shard
+FORWARD_MS = '200'
+
+
+def fleet_up():
+    out = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True, check=False).stdout
+    return any(line.split()[0] == 'lab-pve1' for line in out.splitlines() if line.strip())
+
+
+pytestmark = [
+    pytest.mark.fleet,
+    pytest.mark.skipif(not fleet_up(), reason='the local fleet is not up: run `make fleet` first'),
+    pytest.mark.skipif(not os.path.exists(TORCH_PYTHON), reason='the torch venv is not built: bash tests/torch-venv.sh'),
+]
+
+
+def ssh(address, command, check=True, timeout=60):
+    argv = ['ssh', '-n', '-i', os.path.join(LAB, 'ssh', 'id_ed25519'), '-o', 'BatchMode=yes',
+            '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=ERROR',
+            '-o', 'ConnectTimeout=5', '-o', 'ProxyCommand=ip netns exec lab-ctl nc %h %p',
+            'root@' + address, command]
+    result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
+    if check:
+        assert result.returncode == 0, '%s: %s\n%s%s' % (address, command, result.stdout, result.stderr)
+    return result
+
+
+def ct(name, command, **kwargs):
+    return ssh(CTS[name][0], command, **kwargs)
+
+
+def pct(name, action):
+    _address, node, vmid = CTS[name]
+    ssh(node, 'pct %s %d' % (action, vmid), timeout=180)
+
+
+def statuses(name):
+    """{shard index: status.json} of the host; {} when it cannot be reached."""
+    result = ct(name, 'for f in %s/shard-*/status.json; do [ -f "$f" ] && cat "$f" && echo; done' % JOB_DIR,
+                check=False, timeout=20)
+    found = {}
+    for line in result.stdout.splitlines():
+        if line.strip():
+            status = json.loads(line)
+            found[int(status['shard_index'])] = status
+    return found
+
+
+def wait_for(what, predicate, timeout):
+    deadline = time.time() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.time() < deadline, 'waited %d s for %s' % (timeout, what)
+        time.sleep(0.5)
+
+
+def done(name, shard):
+    return statuses(name).get(shard, {}).get('samples_done', 0)
+
+
+def complete(name, shard):
+    status = statuses(name).get(shard, {})
+    return status.get('state') == 'complete' and status.get('samples_done') == status.get('samples_total')
+
+
+def finished_files(name):
+    """{path: (inode, mtime)} of every .ckpt the host holds."""
+    result = ct(name, "find %s -name '*.ckpt' -printf '%%p %%i %%T@\\n'" % JOB_DIR, check=False)
+    return {path: (inode, mtime) for path, inode, mtime in
+            (line.split() for line in result.stdout.splitlines() if line.strip())}
+
+
+def playbook(tmp_path, name, playbook_path, extravars, limit=None, inventories=()):
+    private = tmp_path / name
+    private.mkdir()
+    if VENV_BIN not in os.environ['PATH'].split(os.pathsep):
+        os.environ['PATH'] = VENV_BIN + os.pathsep + os.environ['PATH']
+    runner = ansible_runner.run(
+        private_data_dir=str(private), project_dir=REPO, playbook=playbook_path,
+        inventory=[DEMO_INVENTORY] + [str(p) for p in inventories], extravars=extravars, limit=limit,
+        envvars={'ANSIBLE_CONFIG': os.path.join(REPO, 'ansible.cfg')}, quiet=True)
+    output = runner.stdout.read()
+    (private / 'output.log').write_text(output)
+    return runner, output
+
+
+def debug_msg(runner, task):
+    for event in runner.events:
+        data = event.get('event_data', {})
+        if event.get('event') == 'runner_on_ok' and data.get('task') == task:
+            return data['res'].get('msg')
+    return None
+
+
+def clean_slate():
+    """No unit, output, config or fill of this job from an earlier run of this test."""
+    for name in CTS:
+        units = ' '.join(UNIT % i for i in range(3))
+        ct(name, 'systemctl disable --now %s >/dev/null 2>&1; systemctl reset-failed %s >/dev/null 2>&1; '
+                 'rm -rf %s /etc/eagle3-extraction/%s-* %s; true' % (units, units, JOB_DIR, JOB, FILL))
+
+
+@pytest.fixture(scope='module')
+def scenario(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp('extraction')
+    t0 = time.time()
+    timings = {}
+    for name in CTS:  # an earlier run may have left ct3 stopped
+        if ct(name, 'true', check=False, timeout=15).returncode != 0:
+            pct(name, 'start')
+            wait_for('%s to answer' % name, lambda n=name: ct(n, 'true', check=False, timeout=10).returncode == 0, 120)
+    clean_slate()
+    dataset = tmp / 'dataset.jsonl'
+    subprocess.run([os.path.join(VENV_BIN, 'python'), os.path.join(REPO, 'tests', 'job', 'demo_dataset.py'),
+                    '--samples', str(SAMPLES), '--out', str(dataset)], check=True, capture_output=True)
+    extravars = {
+        'extraction_job_dataset': str(dataset), 'extraction_job_name': JOB,
+        # pinned: the handover below runs without ct3 in the play
+        'extraction_job_shard_count': 3,
+        'extraction_job_concurrency': CONCURRENCY, 'extraction_job_restart_sec': 1,
+        # a sample answered but not dumped before a server kill is sent again after this
+        'extraction_job_ack_timeout': 15,
+        'sglang_server_env': {'SGLANG_STANDIN_LOAD_SECONDS': '2', 'SGLANG_STANDIN_NUM_LAYERS': '61',
+                              'SGLANG_STANDIN_FORWARD_MS': FORWARD_MS},
+    }
+    facts = {'snapshots': {}}
+
+    # 1. the job starts on every server
+    runner, output = playbook(tmp, 'start', 'extract.yml', extravars)
+    assert runner.rc == 0, output[-3000:]
+    timings['extract.yml (start)'] = time.time() - t0
+    for name, shard in (('ct1', 0), ('ct2', 1), ('ct3', 2)):
+        wait_for('%s to be under way' % name, lambda n=name, s=shard: done(n, s) >= 40, 90)
+
+    # 2. faults, mid-job: kill ct2's job; stop and start ct3's container; fill ct1's /dev/shm
+    facts['snapshots']['ct2'] = finished_files('ct2')
+    ct('ct2', 'systemctl kill -s KILL %s' % (UNIT % 1))
+    facts['snapshots']['ct3'] = finished_files('ct3')
+    pct('ct3', 'stop')
+    pct('ct3', 'start')
+    shm = statuses('ct1')[0]
+    fill = int(shm['shm_total_bytes'] * 0.8) - int(shm['shm_used_bytes'])
+    ct('ct1', 'fallocate -l %d %s' % (fill, FILL))
+    paused = wait_for('ct1 to pause at the watermark', lambda: statuses('ct1')[0].get('paused'), 30)
+    facts['paused_reason'] = paused
+    before = done('ct1', 0)
+    time.sleep(3)
+    facts['done_while_paused'] = done('ct1', 0) - before
+    facts['shm_paused_status'] = statuses('ct1')[0]
+    ct('ct1', 'rm -f %s' % FILL)
+    wait_for('ct1 to resume', lambda: done('ct1', 0) >= before + CONCURRENCY + 20, 60)
+    facts['snapshots']['ct1'] = finished_files('ct1')
+    facts['server_pid_before'] = ct('ct1', 'systemctl show -p MainPID --value sglang-extraction').stdout.strip()
+    ct('ct1', 'systemctl kill -s KILL sglang-extraction.service')
+    at_kill = done('ct1', 0)
+    wait_for('ct1 to go on after its server came back', lambda: done('ct1', 0) >= at_kill + 40, 120)
+    facts['server_pid_after'] = ct('ct1', 'systemctl show -p MainPID --value sglang-extraction').stdout.strip()
+    timings['faults'] = time.time() - t0
+
+    # 3. ct3 resumes after its restart, then is taken away mid-job; ct2 takes its shard
+    ct3_resumed = wait_for('ct3 to resume after its restart', lambda: statuses('ct3').get(2, {}).get('state') == 'running'
+                           and done('ct3', 2) > len(facts['snapshots']['ct3']) + 20 and done('ct3', 2), 120)
+    facts['ct3_done_when_taken'] = ct3_resumed
+    facts['snapshots']['ct3'].update(finished_files('ct3'))
+    pct('ct3', 'stop')
+    handover = tmp / 'handover.yml'
+    handover.write_text(yaml.safe_dump({'all': {'hosts': {'ct2': {'extraction_job_shard_indexes': [1, 2]}}}}))
+    runner, output = playbook(tmp, 'handover', 'extract.yml', extravars, limit='ct1,ct2,pve1',
+                              inventories=[handover])
+    assert runner.rc == 0, output[-3000:]
+    timings['extract.yml (handover)'] = time.time() - t0
+    for name, shard in (('ct1', 0), ('ct2', 1), ('ct2', 2)):
+        wait_for('%s shard %d to complete' % (name, shard), lambda n=name, s=shard: complete(n, s), 180)
+
+    # 4. ct3 comes back: its unit finishes its own copy of shard 2
+    pct('ct3', 'start')
+    wait_for('ct3 to finish its copy of shard 2', lambda: complete('ct3', 2), 180)
+    timings['ct3 back'] = time.time() - t0
+
+    # 5. verify and status, over the whole inventory
+    runner, output = playbook(tmp, 'verify', 'playbooks/verify.yml', {'extraction_job_name': JOB})
+    facts['verify'] = (runner.rc, debug_msg(runner, 'Show the totals and the leftover copies of handed-over '
+                                                    'shards (not counted)'), output)
+    runner, output = playbook(tmp, 'status', 'playbooks/status.yml', {'extraction_job_name': JOB})
+    facts['status'] = (runner.rc, debug_msg(runner, 'Show the table'), output)
+    facts['after'] = {name: finished_files(name) for name in CTS}
+    facts['leftover_dumps'] = {name: ct(name, "find %s* -name '%s-*' -o -name '*.tmp' | head" % (DUMP_DIR, JOB)
+                                        ).stdout.split() for name in CTS}
+    copies = tmp / 'copies'
+    for name in CTS:
+        target = copies / name
+        target.mkdir(parents=True)
+        archive = target / 'out.tar'
+        with open(archive, 'wb') as f:
+            address = CTS[name][0]
+            argv = ['ssh', '-n', '-i', os.path.join(LAB, 'ssh', 'id_ed25519'), '-o', 'BatchMode=yes',
+                    '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=ERROR',
+                    '-o', 'ProxyCommand=ip netns exec lab-ctl nc %h %p', 'root@' + address,
+                    'tar -C %s -cf - %s' % (OUTPUT_ROOT, JOB)]
+            subprocess.run(argv, stdout=f, check=True, timeout=120)
+        with tarfile.open(archive) as tar:
+            tar.extractall(target, filter='data')
+    shard = copies / '%s' / JOB / 'shard-%d-of-3'
+    check = subprocess.run(
+        [TORCH_PYTHON, os.path.join(REPO, 'tests', 'job', 'fleet_output_check.py'), '--dataset', str(dataset),
+         '--hidden-size', '64', '--layers', '3',
+         '--count', str(shard) % ('ct1', 0), '--count', str(shard) % ('ct2', 1), '--count', str(shard) % ('ct2', 2),
+         '--leftover', str(shard) % ('ct3', 2)], capture_output=True, text=True, timeout=300, check=False)
+    facts['check'] = (check.returncode, check.stdout, check.stderr)
+    timings['total'] = time.time() - t0
+    facts['timings'] = timings
+    print('extraction fleet timings (s): %s' % {k: round(v) for k, v in timings.items()})
+    return facts
+
+
+def test_every_sample_exactly_once_equal_to_the_expected_tensors_read_by_specforge(scenario):
+    rc, stdout, stderr = scenario['check']
+    assert rc == 0, stdout + stderr
+    assert json.loads(stdout)['samples'] == SAMPLES
+
+
+def test_verify_proves_the_dataset_and_names_the_leftover_copy_once(scenario):
+    rc, msg, output = scenario['verify']
+    assert rc == 0, output[-3000:]
+    assert msg.startswith('verified: %d samples exactly once' % SAMPLES), msg
+    assert msg.count('is a leftover copy of shard 2') == 1 and 'ct3:' in msg, msg
+    assert 'stored twice' not in output
+
+
+def test_status_shows_every_shard_complete(scenario):
+    rc, lines, output = scenario['status']
+    assert rc == 0, output[-3000:]
+    rows = [line.split() for line in lines if line.startswith('ct')]
+    assert sorted((row[0], row[1], row[2]) for row in rows) == [
+        ('ct1', '0/3', 'complete'), ('ct2', '1/3', 'complete'), ('ct2', '2/3', 'complete'),
+        ('ct3', '2/3', 'complete')], lines
+    total = [line for line in lines if line.startswith('TOTAL')][0].split()
+    # ct3's leftover copy is listed too: 2,000 plus its shard
+    assert total[1] == '4' and int(total[2]) > SAMPLES, lines
+
+
+def test_the_job_paused_at_the_shm_watermark(scenario):
+    assert scenario['paused_reason'].startswith(DUMP_DIR) and 'high watermark' in scenario['paused_reason'], \
+        scenario['paused_reason']
+    # only the requests already in flight finish while paused
+    assert scenario['done_while_paused'] <= CONCURRENCY, scenario['shm_paused_status']
+
+
+def test_the_server_kill_was_real(scenario):
+    assert scenario['server_pid_before'] != scenario['server_pid_after']
+
+
+def test_no_finished_file_was_rewritten(scenario):
+    for name, before in scenario['snapshots'].items():
+        after = scenario['after'][name]
+        assert before, name
+        changed = {path: (before[path], after.get(path)) for path in before if after.get(path) != before[path]}
+        assert not changed, (name, list(changed.items())[:5])
+
+
+def test_no_dump_or_partial_file_is_left_in_shm(scenario):
+    assert scenario['leftover_dumps'] == {name: [] for name in CTS}
