@@ -84,12 +84,12 @@ def pct(name, action):
 
 def statuses(name):
     """{shard index: status.json} of the host; {} when it cannot be reached."""
-    result = ct(name, 'for f in %s/shard-*/status.json; do [ -f "$f" ] && cat "$f" && echo; done' % JOB_DIR,
+    result = ct(name, 'for f in %s/shard-*/status.json; do [ -f "$f" ] && cat "$f" && echo @@@; done' % JOB_DIR,
                 check=False, timeout=20)
     found = {}
-    for line in result.stdout.splitlines():
-        if line.strip():
-            status = json.loads(line)
+    for text in result.stdout.split('@@@'):
+        if text.strip():
+            status = json.loads(text)
             found[int(status['shard_index'])] = status
     return found
 
@@ -179,6 +179,7 @@ def scenario(tmp_path_factory):
     runner, output = playbook(tmp, 'start', 'extract.yml', extravars)
     assert runner.rc == 0, output[-3000:]
     timings['extract.yml (start)'] = time.time() - t0
+    print('[%4.0f s] %s' % (timings['extract.yml (start)'], 'extract.yml (start)'), flush=True)
     for name, shard in (('ct1', 0), ('ct2', 1), ('ct3', 2)):
         wait_for('%s to be under way' % name, lambda n=name, s=shard: done(n, s) >= 40, 90)
 
@@ -206,6 +207,7 @@ def scenario(tmp_path_factory):
     wait_for('ct1 to go on after its server came back', lambda: done('ct1', 0) >= at_kill + 40, 120)
     facts['server_pid_after'] = ct('ct1', 'systemctl show -p MainPID --value sglang-extraction').stdout.strip()
     timings['faults'] = time.time() - t0
+    print('[%4.0f s] %s' % (timings['faults'], 'faults'), flush=True)
 
     # 3. ct3 resumes after its restart, then is taken away mid-job; ct2 takes its shard
     ct3_resumed = wait_for('ct3 to resume after its restart', lambda: statuses('ct3').get(2, {}).get('state') == 'running'
@@ -219,6 +221,7 @@ def scenario(tmp_path_factory):
                               inventories=[handover])
     assert runner.rc == 0, output[-3000:]
     timings['extract.yml (handover)'] = time.time() - t0
+    print('[%4.0f s] %s' % (timings['extract.yml (handover)'], 'extract.yml (handover)'), flush=True)
     for name, shard in (('ct1', 0), ('ct2', 1), ('ct2', 2)):
         wait_for('%s shard %d to complete' % (name, shard), lambda n=name, s=shard: complete(n, s), 180)
 
@@ -226,6 +229,7 @@ def scenario(tmp_path_factory):
     pct('ct3', 'start')
     wait_for('ct3 to finish its copy of shard 2', lambda: complete('ct3', 2), 180)
     timings['ct3 back'] = time.time() - t0
+    print('[%4.0f s] %s' % (timings['ct3 back'], 'ct3 back'), flush=True)
 
     # 5. verify and status, over the whole inventory
     runner, output = playbook(tmp, 'verify', 'playbooks/verify.yml', {'extraction_job_name': JOB})
@@ -258,6 +262,7 @@ def scenario(tmp_path_factory):
          '--leftover', str(shard) % ('ct3', 2)], capture_output=True, text=True, timeout=300, check=False)
     facts['check'] = (check.returncode, check.stdout, check.stderr)
     timings['total'] = time.time() - t0
+    print('[%4.0f s] %s' % (timings['total'], 'total'), flush=True)
     facts['timings'] = timings
     print('extraction fleet timings (s): %s' % {k: round(v) for k, v in timings.items()})
     return facts
