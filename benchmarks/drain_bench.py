@@ -71,16 +71,17 @@ def copy_baseline(src_dir, dst_dir, workers):
     return time.perf_counter() - start
 
 
-def drain_round(torch, args, dataset, dump_dir, out):
+def drain_round(args, dataset, dump_dir, out):
     """The job's own leftover pass over every dump: load, check, write, fsync, record, delete."""
+    import torch  # pylint: disable=import-outside-toplevel
     cfg = config.JobConfig(job="bench", dataset=dataset, output_dir=out, dump_dir=dump_dir,
                            hidden_size=args.hidden, captured_layers=args.layers,
-                           drain_workers=args.workers, output_free_floor_bytes=0,
+                           drain_workers=args.drain_workers, output_free_floor_bytes=0,
                            output_free_resume_bytes=0)
     the_job = job.Job(cfg, torch)
 
     async def drain_all():
-        the_job.pool = concurrent.futures.ThreadPoolExecutor(args.workers)
+        the_job.pool = concurrent.futures.ThreadPoolExecutor(args.drain_workers)
         the_job.load_dataset()
         the_job.open_output()
         start = time.perf_counter()
@@ -92,9 +93,15 @@ def drain_round(torch, args, dataset, dump_dir, out):
     return asyncio.run(drain_all())
 
 
+def median(values):
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
 def bench_drain(args):
     import torch  # pylint: disable=import-outside-toplevel
-    torch.set_num_threads(max(1, args.workers))
+    # no torch.set_num_threads here: the drain sets its own (one core a drain thread)
     work = tempfile.mkdtemp(prefix="drain-bench-", dir=args.out)
     shm = tempfile.mkdtemp(prefix="drain-bench-", dir=args.dump_root)
     try:
@@ -105,36 +112,39 @@ def bench_drain(args):
         nbytes = du(dump_dir)
         master = os.path.join(shm, "master")
         shutil.copytree(dump_dir, master)
-        # the disk is shared and its speed drifts: alternate copy and drain, best of each
-        copies, drains = [], []
-        for rnd in range(args.rounds):
-            os.sync()
-            copies.append(copy_baseline(master, os.path.join(work, "copy"), args.workers))
-            shutil.rmtree(os.path.join(work, "copy"))
-            if rnd:
-                shutil.copytree(master, dump_dir, dirs_exist_ok=True)
-            out = os.path.join(work, f"out{rnd}")
-            os.sync()
-            drained, elapsed = drain_round(torch, args, dataset, dump_dir, out)
-            assert drained == args.samples and not os.listdir(dump_dir), "not every dump drained"
-            drains.append(elapsed)
-            out_bytes = du(os.path.join(out, "rows_0-2000"))
-            shutil.rmtree(out)
-        copy_s, drain_s = min(copies), min(drains)
-        # each round's copy and drain ran back to back: their ratio drifts least
-        ratios = sorted(c / d for c, d in zip(copies, drains))
-        median = ratios[len(ratios) // 2] if len(ratios) % 2 else (
-            ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
         gb = nbytes / 1e9
         print(f"samples {args.samples}, {args.tokens} tokens x hidden {args.hidden} x "
-              f"(1 + {args.layers}) bf16 = {gb:.2f} GB of dumps, {args.workers} threads")
-        print(f"| drain | {args.samples / drain_s:.1f} samples/s | {gb / drain_s:.2f} GB/s | "
-              f"{out_bytes / 1e9:.2f} GB written |")
-        print(f"| plain copy + fsync | {args.samples / copy_s:.1f} files/s | {gb / copy_s:.2f} GB/s | |")
-        print("copy s: " + " ".join(f"{c:.2f}" for c in copies) + "; drain s: "
-              + " ".join(f"{d:.2f}" for d in drains))
-        print(f"drain / copy: best of each {copy_s / drain_s:.0%}, median of the rounds' ratios "
-              f"{median:.0%} (rounds: " + " ".join(f"{r:.0%}" for r in ratios) + ")")
+              f"(1 + {args.layers}) bf16 = {gb:.2f} GB of dumps, {args.rounds} rounds")
+        print("| threads | drain samples/s | drain GB/s | copy GB/s | drain / copy (best of each) "
+              "| drain / copy (median of rounds) |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+        details = []
+        for workers in args.workers:
+            args.drain_workers = workers
+            # the disk is shared and its speed drifts: alternate copy and drain, best of each
+            copies, drains = [], []
+            for _ in range(args.rounds):
+                os.sync()
+                copies.append(copy_baseline(master, os.path.join(work, "copy"), workers))
+                shutil.rmtree(os.path.join(work, "copy"))
+                if not os.listdir(dump_dir):
+                    shutil.copytree(master, dump_dir, dirs_exist_ok=True)
+                out = os.path.join(work, "out")
+                os.sync()
+                drained, elapsed = drain_round(args, dataset, dump_dir, out)
+                assert drained == args.samples and not os.listdir(dump_dir), "not every dump drained"
+                assert du(os.path.join(out, "rows_0-2000")) >= nbytes * 0.99, "output too small"
+                drains.append(elapsed)
+                shutil.rmtree(out)
+            copy_s, drain_s = min(copies), min(drains)
+            # each round's copy and drain ran back to back: their ratio drifts least
+            ratios = sorted(c / d for c, d in zip(copies, drains))
+            print(f"| {workers} | {args.samples / drain_s:.1f} | {gb / drain_s:.2f} | "
+                  f"{gb / copy_s:.2f} | {copy_s / drain_s:.0%} | {median(ratios):.0%} "
+                  f"({ratios[0]:.0%} to {ratios[-1]:.0%}) |", flush=True)
+            details.append(f"{workers} threads: copy s " + " ".join(f"{c:.2f}" for c in copies)
+                           + "; drain s " + " ".join(f"{d:.2f}" for d in drains))
+        print("\n".join(details))
     finally:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(shm, ignore_errors=True)
@@ -185,7 +195,8 @@ def main():
     d.add_argument("--tokens", type=int, default=512)
     d.add_argument("--hidden", type=int, default=7168)
     d.add_argument("--layers", type=int, default=3)
-    d.add_argument("--workers", type=int, default=2)
+    d.add_argument("--workers", type=lambda v: [int(n) for n in v.split(",")], default=[2],
+                   help="drain threads (and copy threads), comma-separated: 2,4,8")
     d.add_argument("--rounds", type=int, default=7)
     m = sub.add_parser("manifest")
     m.add_argument("--out", default="/var/tmp")

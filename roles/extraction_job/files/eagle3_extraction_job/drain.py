@@ -7,14 +7,23 @@ index in the manifest, write the ``.ckpt`` under a temporary name, fsync it, lin
 to its final name (``link`` fails rather than replace a finished file), fsync the
 directory, mark the row ``done``, and only then delete the dump. A crash anywhere
 leaves either the dump or a done file, never neither.
+
+Several drain threads share the manifest's group commit: the reservation and the
+``done`` row of many samples go into one transaction, and the directory fsync is
+done once for the group, just before that transaction commits (see
+``manifest.Manifest.commit_grouped``). A sample's own thread still waits for the
+commit holding its row before it deletes the dump.
 """
+import concurrent.futures
 import glob
 import hashlib
 import os
 import shutil
+import threading
 import time
 
 from eagle3_extraction_job import names
+from eagle3_extraction_job.manifest import fsync_dir
 
 # the dump stays in tmpfs pages, not copied into the process: the drain needs little RAM
 MMAP = True
@@ -23,6 +32,23 @@ SPECFORGE_KEYS = ("input_ids", "loss_mask", "hidden_state", "aux_hidden_state")
 
 class DumpRejected(ValueError):
     """A dump does not match its sample (or is unreadable)."""
+
+
+# a tensor's bytes are hashed on a helper thread while the writing thread copies them into
+# the page cache: both release the GIL, and sha256 (~1.5 GB/s) is the drain's largest CPU
+# cost; side by side the pair takes about as long as the slower of the two
+PARALLEL_HASH_BYTES = 1 << 20
+_hash_pool = None
+_hash_pool_lock = threading.Lock()
+
+
+def _hasher():
+    global _hash_pool  # pylint: disable=global-statement
+    with _hash_pool_lock:
+        if _hash_pool is None:
+            _hash_pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=min(32, os.cpu_count() or 4), thread_name_prefix="drain-hash")
+        return _hash_pool
 
 
 class _HashingWriter:
@@ -34,20 +60,20 @@ class _HashingWriter:
         self.size = 0
 
     def write(self, data):
-        self.sha256.update(data)
         self.size += len(data)
-        return self._f.write(data)
+        if len(data) < PARALLEL_HASH_BYTES:
+            self.sha256.update(data)
+            return self._f.write(data)
+        # torch.save hands over a view of its buffer, valid only during this call: wait
+        # for the hash before returning (updates stay in file order)
+        hashed = _hasher().submit(self.sha256.update, data)
+        try:
+            return self._f.write(data)
+        finally:
+            hashed.result()
 
     def flush(self):
         self._f.flush()
-
-
-def fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 BF16_EXPONENT = 0x7F80
@@ -121,6 +147,11 @@ class Drainer:
         self.rejected_dir = os.path.join(output_dir, "rejected")
         self._provenance = None  # (layer_ids, captured_layers, sglang_version, model)
         disable_zip_crc32(torch)
+        # the drain's parallelism is its threads: each one's tensor ops (the checks) run
+        # on one core. torch's default, a team of one thread a core for every calling
+        # thread, put 16 x 16 threads on 16 cores and cost the drain 14 points of a copy's
+        # speed at 16 drain threads (docs/benchmarks.md). The job uses torch for nothing else.
+        torch.set_num_threads(1)
 
     def load(self, path):
         try:
@@ -147,19 +178,29 @@ class Drainer:
             # already durable (a re-sent request after a crash): this dump is a copy
             os.unlink(dump_path)
             return "duplicate", done_path
-        dump = self.load(dump_path)
-        check_dump(self.torch, dump, sample, self.hidden_size, self.captured_layers)
-        self._check_provenance(dump)
+        # the file index is committed while the dump is loaded and checked (the commit's
+        # fsync overlaps the check); no byte is written before the reservation is durable
+        reservation = self.manifest.reserve_async(sample.sample_id, names.ckpt_relpath)
+        try:
+            dump = self.load(dump_path)
+            check_dump(self.torch, dump, sample, self.hidden_size, self.captured_layers)
+            self._check_provenance(dump)
+        except BaseException:
+            self._cancel(reservation, sample.sample_id)
+            raise
         payload = {
             "input_ids": dump["input_ids"],
             "loss_mask": self.torch.frombuffer(sample.loss_mask, dtype=self.torch.int64).clone(),
             "hidden_state": dump["hidden_state"],
             "aux_hidden_state": dump["aux_hidden_state"],
         }
-        _idx, relpath = self.manifest.reserve(sample.sample_id, names.ckpt_relpath)
+        _idx, relpath = reservation.wait()
         try:
             nbytes, sha = self.write(relpath, payload)
-            self.manifest.finish(sample.sample_id, len(sample.input_ids), nbytes, sha)
+            # the directory holding the new link is fsync'ed by the group commit, before
+            # the transaction that marks this sample done
+            self.manifest.finish(sample.sample_id, len(sample.input_ids), nbytes, sha,
+                                 sync_dir=os.path.dirname(os.path.join(self.output_dir, relpath)))
         except BaseException:
             # ENOSPC, EIO...: the dump stays; undo the reservation so a later try can redo it
             final = os.path.join(self.output_dir, relpath)
@@ -172,23 +213,37 @@ class Drainer:
         os.unlink(dump_path)
         return "done", {"path": relpath, "bytes": nbytes, "sha256": sha}
 
+    def _cancel(self, reservation, sample_id):
+        """Undo a reservation whose dump was rejected: no file was written for it."""
+        try:
+            reservation.wait()
+        except Exception:  # pylint: disable=broad-except
+            return   # never committed: nothing to undo
+        self.manifest.drop(sample_id)
+
     def write(self, relpath, payload):
+        """Write ``payload`` durably under ``relpath``: temp file, fsync, link.
+
+        Returns ``(bytes, sha256)``. The new directory entry is not fsync'ed here: the
+        caller's ``manifest.finish(..., sync_dir=...)`` does it, once for a group.
+        """
         final = os.path.join(self.output_dir, relpath)
         directory = os.path.dirname(final)
         if not os.path.isdir(directory):
             os.makedirs(directory, exist_ok=True)
             fsync_dir(self.output_dir)
         tmp = os.path.join(directory, f".{os.path.basename(final)}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as f:
-            writer = _HashingWriter(f)
-            self.torch.save(payload, writer)
-            f.flush()
-            os.fsync(f.fileno())
         try:
+            with open(tmp, "wb") as f:
+                writer = _HashingWriter(f)
+                self.torch.save(payload, writer)
+                f.flush()
+                os.fsync(f.fileno())
             os.link(tmp, final)   # never replaces: EEXIST if a file is there
         finally:
-            os.unlink(tmp)
-        fsync_dir(directory)
+            # a failed write (ENOSPC...) leaves no temp file behind until the next start
+            if os.path.exists(tmp):
+                os.unlink(tmp)
         return writer.size, writer.sha256.hexdigest()
 
     def reject(self, dump_path, reason):
