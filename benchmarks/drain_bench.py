@@ -123,7 +123,7 @@ def bench_drain(args):
             args.drain_workers = workers
             # the disk is shared and its speed drifts: alternate copy and drain, best of each
             copies, drains = [], []
-            for _ in range(args.rounds):
+            for _round in range(args.rounds):
                 os.sync()
                 copies.append(copy_baseline(master, os.path.join(work, "copy"), workers))
                 shutil.rmtree(os.path.join(work, "copy"))

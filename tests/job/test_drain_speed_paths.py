@@ -126,7 +126,9 @@ def test_concurrent_drains_are_done_only_after_file_dir_and_commit_are_durable(
 
 def test_reads_from_many_threads_while_drains_commit(job_dirs):
     """One sqlite connection used by several threads at once broke ("bad parameter or other
-    API misuse"): is_done, totals and done_ids now read through their own connection."""
+    API misuse", and rows read as None) on Python 3.12, where the old code failed this test;
+    on this venv's 3.11 it did not show. is_done, totals and done_ids now read through a
+    connection of their own, under its own lock."""
     m = manifest.open_manifest(job_dirs["out"])
     stop = threading.Event()
     errors = []
@@ -143,7 +145,7 @@ def test_reads_from_many_threads_while_drains_commit(job_dirs):
     def writer(n):
         m.reserve(f"s{n}", lambda idx: f"rows_0-2000/data_{idx}.ckpt")
         m.finish(f"s{n}", 4, 10, "0" * 64)
-    readers = [threading.Thread(target=reader) for _ in range(6)]
+    readers = [threading.Thread(target=reader) for _reader in range(6)]
     for t in readers:
         t.start()
     try:
