@@ -7,8 +7,18 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: demo test deps fleet clean distclean lint sanity pytest pytest-main pytest-rollout pytest-multinode pytest-extraction pytest-torch build
 
+# the servers, then a small extraction job (300 samples of tests/job/demo_dataset.py) whose
+# progress table is shown until it is done, then the proof that every sample is there once
+DEMO_DATASET = $${EAGLE3_LAB:-/var/lib/eagle3-lab}/demo-dataset.jsonl
+DEMO_JOB = -i inventory/demo -e extraction_job_name=demo
 demo: fleet
-	ansible-playbook extract.yml -i inventory/demo
+	python3 tests/job/demo_dataset.py --samples 300 --out $(DEMO_DATASET)
+	ansible-playbook extract.yml $(DEMO_JOB) -e extraction_job_dataset=$(DEMO_DATASET)
+	for i in $$(seq 100); do \
+	  ansible-playbook playbooks/status.yml $(DEMO_JOB) -e status_until_complete=true && break; \
+	  [ $$i = 100 ] && exit 1; sleep 3; \
+	done
+	ansible-playbook playbooks/verify.yml $(DEMO_JOB)
 
 test: deps
 	bash tests/run-all.sh
