@@ -106,7 +106,7 @@ def test_concurrent_requests_are_batched_and_each_dumped_once(server):
         answers = list(pool.map(lambda kv: post(server["url"], {"input_ids": kv[1], "rid": kv[0],
                                                                 "sampling_params": {"max_new_tokens": 1}}),
                                 samples.items()))
-    assert all(status == 200 for status, _ in answers)
+    assert all(answer[0] == 200 for answer in answers)
     for rid, ids in samples.items():
         wait_for(server["dump"] / f"{rid}.pt")
         hidden, _aux = generate.hidden_states(torch, ids, 64, 3)
