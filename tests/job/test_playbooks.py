@@ -132,3 +132,16 @@ def test_status_prints_one_table_with_totals(output_root):
     total = [line for line in lines if "TOTAL" in line][0]
     assert f"{len(SAMPLES) - status['samples_total'] + 3}" in total.split()
     assert "2h00m" in total
+
+
+def test_status_until_complete_fails_while_samples_are_left(output_root):
+    # make demo loops on this: the table each time, rc 0 only once every sample is done
+    assert playbook("status.yml", output_root, "-e", "status_until_complete=true").returncode == 0
+    status_file = output_root / "testjob" / "shard-2-of-3" / "status.json"
+    status = json.loads(status_file.read_text())
+    status.update(state="running", samples_done=1)
+    status_file.write_text(json.dumps(status))
+    result = playbook("status.yml", output_root, "-e", "status_until_complete=true")
+    assert result.returncode != 0
+    assert f"{len(SAMPLES) - status['samples_total'] + 1} of {len(SAMPLES)} samples done" in result.stdout
+    assert "TOTAL" in result.stdout
