@@ -34,6 +34,7 @@ SAME_ON_EVERY_NODE = (
 )
 SAME_PREFIXES = ('sglang_patch_',)
 SECRET = ('sglang_server_api_key',)
+NOT_SET = object()
 
 
 def _rank(value):
@@ -112,9 +113,10 @@ def _differences(name, nodes, hosts):
     errors = []
     keys = sorted(set(k for h in nodes for k in _compared(hosts[h])))
     for key in keys:
-        seen = [(h, hosts[h].get(key, '(not set)')) for h in nodes]
+        seen = [(h, hosts[h].get(key, NOT_SET)) for h in nodes]
         if any(value != seen[0][1] for _, value in seen[1:]):
-            shown = ', '.join('%s: %s' % (h, '(hidden)' if key in SECRET else show(value)) for h, value in seen)
+            shown = ', '.join('%s: %s' % (h, '(not set)' if value is NOT_SET else '(hidden)' if key in SECRET
+                                          else show(value)) for h, value in seen)
             errors.append('server %s: its nodes differ in %s (%s); every node of a server runs the same SGLang, '
                           'patch, model and flags' % (name, key, shown))
     return errors
@@ -147,12 +149,18 @@ def _rank_errors(name, nodes, hosts):
 def layout_errors(hosts, serial='100%'):
     """What cannot work, as messages naming the server, its hosts and the values."""
     errors = []
-    by_name = servers(hosts)
-    for name, nodes in sorted(by_name.items()):
-        named = any(hosts[h].get(NAME) for h in nodes)
-        if named and name in hosts and name not in nodes:
-            errors.append('server %s (sglang_server_name of %s) has the name of the host %s, which is not one of '
-                          'its nodes; give the server another name' % (name, ', '.join(nodes), name))
+    # a host without sglang_server_name is the server of its name: a named server may not take it
+    taken = {}
+    for host, values in hosts.items():
+        name = values.get(NAME)
+        if isinstance(name, str) and name in hosts and name != host and hosts[name].get(NAME) != name:
+            taken.setdefault(name, []).append(host)
+    for name, named in sorted(taken.items()):
+        errors.append('server %s (sglang_server_name of %s) has the name of the host %s, which is not one of '
+                      'its nodes; give the server another name' % (name, ', '.join(named), name))
+    for name, nodes in sorted(servers(hosts).items()):
+        if name in taken:
+            continue
         errors.extend(_rank_errors(name, nodes, hosts))
         if len(nodes) < 2:
             continue
