@@ -29,8 +29,8 @@ description:
     server; their C(sglang_server_node_rank) must cover 0 to N-1 once each; they must agree on the SGLang, patch,
     model and flag variables; the tp-size must be set and be the sum of the nodes' GPUs (the same number on each,
     when C(gpu_check_gpu_count) or a C(proxmox_container_gpus) list says it); rank 0 must listen beyond loopback;
-    O(rollout.extract_serial) must be V(100%) (the nodes start together). No two hosts share an C(ansible_host)
-    (one container serves one server).
+    O(rollout.extract_serial) must be V(100%) (the nodes start together). A container is one host, so it is a
+    node of one server only (the vmid rule above).
   - Then extract.yml's rollout variables (O(rollout)).
   - Fails once, listing every problem with its host, variable and value (an API key is never shown).
     A variable that refers to a fact set later by a role is skipped here (the role checks it when it starts)

@@ -422,7 +422,8 @@ def cross_host_errors(hosts, hypervisors):
                           'gpu_check_gpu_count=%d' % (host, tp_size, gpus))
     for (node, vmid), same in sorted(placed.items()):
         if len(same) > 1:
-            errors.append('%s are all container %d on %s (proxmox_container_vmid %s)'
+            errors.append('%s are all container %d on %s (proxmox_container_vmid %s); a container is one host, '
+                          'the node of one server'
                           % (' and '.join(same), vmid, node,
                              ', '.join(show(hosts[h]['proxmox_container_vmid']) for h in same)))
     return errors

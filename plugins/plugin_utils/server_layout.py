@@ -185,12 +185,4 @@ def layout_errors(hosts, serial='100%'):
         if serial != '100%' and list(serial if isinstance(serial, (list, tuple)) else [serial]) != ['100%']:
             errors.append('server %s spans %s: its nodes start together, so extract_serial=%s must be "100%%"'
                           % (name, ', '.join(nodes), show(serial)))
-    addresses = {}
-    for host, values in sorted(hosts.items()):
-        if values.get('ansible_host'):
-            addresses.setdefault(values['ansible_host'], []).append(host)
-    for address, same in sorted(addresses.items()):
-        if len(same) > 1:
-            errors.append('%s all reach %s (ansible_host): one container serves one server; give each host its '
-                          'own container' % (' and '.join(same), address))
     return errors
