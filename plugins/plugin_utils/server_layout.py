@@ -114,7 +114,7 @@ def _differences(name, nodes, hosts):
     keys = sorted(set(k for h in nodes for k in _compared(hosts[h])))
     for key in keys:
         seen = [(h, hosts[h].get(key, NOT_SET)) for h in nodes]
-        if any(value != seen[0][1] for _, value in seen[1:]):
+        if any(value != seen[0][1] for dummy, value in seen[1:]):
             shown = ', '.join('%s: %s' % (h, '(not set)' if value is NOT_SET else '(hidden)' if key in SECRET
                                           else show(value)) for h, value in seen)
             errors.append('server %s: its nodes differ in %s (%s); every node of a server runs the same SGLang, '
@@ -170,10 +170,10 @@ def layout_errors(hosts, serial='100%'):
             errors.append('server %s: set sglang_server_tp_size on its nodes (%s) to the sum of their GPUs; the '
                           'default is one node\'s GPUs' % (name, ', '.join(nodes)))
         counts = [(h, _gpu_count(hosts[h])) for h in nodes]
-        if len(tps) == 1 and None not in tps and all(count for _, count in counts):
+        if len(tps) == 1 and None not in tps and all(count for dummy, count in counts):
             tp = tps.pop()
-            total = sum(count for _, count in counts)
-            if tp != total or len(set(count for _, count in counts)) > 1:
+            total = sum(count for dummy, count in counts)
+            if tp != total or len(set(count for dummy, count in counts)) > 1:
                 errors.append('server %s: tp-size %d (sglang_server_tp_size or sglang_server_flags.tp-size) must be '
                               'the sum of its nodes\' GPUs, the same number on each (%s: %d in all)'
                               % (name, tp, ', '.join('%s %d' % pair for pair in counts), total))

@@ -35,7 +35,7 @@ def check_args(args):
 
 
 def _address(args):
-    host, _, port = args.dist_init_addr.rpartition(':')
+    host, port = args.dist_init_addr.rsplit(':', 1)
     return host.strip('[]'), int(port)
 
 
