@@ -8,7 +8,8 @@ through ansible-runner. The tests run in order and build on each other:
 3. a second run changes nothing;
 4. rank 1 killed: rank 0 stops answering 200; the next run restarts the whole two-node server
    (both units stopped before either started again) and leaves ct2 alone;
-5. stop.yml stops every node and proves each free.
+5. a node that dies at start fails the whole server, naming that node and the cause;
+6. stop.yml stops every node and proves each free.
 
 It ends as test_rollout.py does (every server stopped, ports free, GPUs at 0 MiB), so the other
 fleet tests find the fleet as they expect it.
@@ -155,6 +156,22 @@ def test_killing_rank_1_restarts_the_whole_server_and_leaves_ct2_alone(tmp_path,
     starts = [int(after[h]['ActiveEnterTimestampMonotonic']) for h in ('ct1', 'ct3')]
     assert max(stops) < min(starts), after
     assert after['ct2'] == before['ct2']
+
+
+def test_a_node_that_dies_at_start_fails_the_whole_server_naming_it(tmp_path, state):
+    assert state.get('cold'), 'needs the cold run'
+    crash = {'SGLANG_STANDIN_LOAD_SECONDS': '2', 'SGLANG_STANDIN_CRASH': 'RuntimeError: NCCL error: unhandled system error'}
+    broken = [layout(tmp_path, 'crash', node(0), node(1, sglang_server_env=crash))]
+
+    result = extract(tmp_path, 'crash', inventories=broken)
+
+    assert result.rc != 0
+    rows, lines = rows_by_server(result)
+    assert ' FAILED ' in rows['duo'] and rows['ct2'].rstrip().endswith('unchanged'), lines
+    for host in ('ct1', 'ct3'):
+        failure = result.results('Fail this host', host)[host]['msg']
+        assert 'server duo (ct1, ct3) did not come up: node ct3 (rank 1) died while starting' in failure, failure
+        assert 'cause: NCCL error' in failure and 'RuntimeError: NCCL error: unhandled system error' in failure
 
 
 def test_stop_stops_every_node(tmp_path, state, duo):
