@@ -31,12 +31,20 @@ import threading
 import time
 import types
 import uuid
+from http.server import ThreadingHTTPServer
 
 CAPTURE_MODULE = 'eagle3_hs_capture.py'
 MAX_TOKEN_ID = 1 << 31
 # sglang's default when a request gives no max_new_tokens
 DEFAULT_MAX_NEW_TOKENS = 128
 ANSWER_TIMEOUT_S = 600.0
+
+
+class Server(ThreadingHTTPServer):
+    """The HTTP server: a listen backlog like uvicorn's (2048), not socketserver's 5, so that
+    a job's concurrent requests are queued rather than reset."""
+    request_queue_size = 2048
+    daemon_threads = True
 
 
 def capture_path():

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from sglang_standin import generate, multinode
 
@@ -194,7 +194,7 @@ def main(argv=None):
         multinode.join(args, log)
         args.host, args.port = '127.0.0.1', 0
     try:
-        server = ThreadingHTTPServer((args.host, args.port), None)
+        server = generate.Server((args.host, args.port), None)
     except OSError as exc:
         sys.stderr.write('ERROR: [Errno %d] error while attempting to bind on address (%r, %d): '
                          '%s\n' % (exc.errno, args.host, args.port, exc.strerror.lower()))
