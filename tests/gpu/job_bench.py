@@ -114,8 +114,7 @@ def disk_rate(path, total):
     while written < total:
         name = os.path.join(path, f"plain-{n}.bin")
         with open(name, "wb") as f:
-            for _ in range(7):  # 112 MiB: one 2,048-token sample at 57,344 bytes a token
-                f.write(block)
+            f.writelines([block] * 7)  # 112 MiB: one 2,048-token sample at 57,344 bytes a token
             f.flush()
             os.fsync(f.fileno())
         written += 7 << 24
