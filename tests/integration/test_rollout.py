@@ -307,9 +307,12 @@ def test_injected_faults_are_all_healed_in_one_run(tmp_path, state):
     aside = ct('ct1', 'ls -d %s.undrained-*' % DUMP_DIR).stdout.split()
     assert len(aside) == 1
     assert ct('ct1', 'cd %s && sha256sum seq-*.pt | sort' % aside[0]).stdout == dumps
-    assert ct('ct1', 'find %s -type f | wc -l' % DUMP_DIR).stdout.strip() == '0'
-    # ct2: the GPU holder killed by gpu_check's reclaim
+    # the new server's capture keeps its own files there (CAPTURE_STATS.json, its reserves): no dump
+    assert ct('ct1', "find %s -name '*.pt' | wc -l" % DUMP_DIR).stdout.strip() == '0'
+    # ct2: the GPU holder killed by gpu_check's reclaim; its dump dir held only the capture's
+    # own files, no dump, so nothing was set aside
     assert ct('ct2', GONE % (gpu_holder, gpu_holder), check=False).returncode == 0
+    assert ct('ct2', 'ls -d %s.undrained-* 2>/dev/null | wc -l' % DUMP_DIR, check=False).stdout.strip() == '0'
     # ct3: started again by proxmox_container
     assert ssh(NODES['pve2'], 'pct status 103').stdout.strip() == 'status: running'
 
@@ -474,7 +477,7 @@ def test_undrained_dumps_can_stop_the_play_instead(tmp_path, state):
         failure = result.results('Fail this host', 'ct1')['ct1']['msg']
         assert '3 files (2.93 KB) in sglang_server_dump_dir=%s have not been drained' % DUMP_DIR in failure, failure
         # nothing moved, nothing started
-        assert ct('ct1', 'ls %s | wc -l' % DUMP_DIR).stdout.strip() == '3'
+        assert ct('ct1', 'ls %s/*.pt | wc -l' % DUMP_DIR).stdout.strip() == '3'
         assert ct('ct1', 'ls -d %s.undrained-* 2>/dev/null | wc -l' % DUMP_DIR, check=False).stdout == asides
         assert ct('ct1', 'systemctl is-active sglang-extraction.service', check=False).stdout.strip() == 'inactive'
     finally:
