@@ -7,6 +7,7 @@
 #                   when its source changes
 #   CPU torch, aiohttp and their dependencies, for the containers' Python (Debian 12:
 #                   3.11): what the stand-in's capture and the extraction job import
+#   packaging       what ml_env installs into each venv for ansible.builtin.pip
 # Prints the directory. Needs the controller venv (.venv) and, once, PyPI (and the
 # PyTorch CPU index) for the wheels; everything downloaded is cached in $LAB/cache.
 set -euo pipefail
@@ -25,6 +26,10 @@ fi
 # setuptools for the offline build of the stand-in
 [ -n "$(find "$BUILD" -maxdepth 1 -name 'setuptools-*.whl' -print -quit)" ] ||
   "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: --dest "$BUILD" setuptools==80.9.0 >&2
+
+# packaging, which ml_env installs into every venv for ansible.builtin.pip
+[ -n "$(find "$OUT" -maxdepth 1 -name 'packaging-*.whl' -print -quit)" ] ||
+  "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: --dest "$OUT" packaging==26.4 >&2
 
 # The job's and the capture's libraries, pinned as tests/torch-venv.sh pins them, for the
 # containers' CPython 3.11 on x86_64 (pip download on the controller, whatever its Python).
