@@ -11,9 +11,12 @@ class ModuleDocFragment(object):
 
     DOCUMENTATION = r'''
 attributes:
+  action:
+    support: full
+    description: An action plugin, run on the controller; no module is sent to the host.
   check_mode:
     support: full
-    description: It only reads.
+    description: It only reads, so it checks in check mode as it does otherwise.
   diff_mode:
     support: none
     description: It changes nothing.

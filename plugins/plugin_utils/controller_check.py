@@ -17,6 +17,8 @@ class ControllerCheck(ActionBase):
 
     TRANSFERS_FILES = False
     _requires_connection = False
+    # they only read, so a --check run checks as a real one does (tests/integration/test_role_input_check.py)
+    _supports_check_mode = True
     ARGUMENT_SPEC = {}
 
     def run(self, tmp=None, task_vars=None):

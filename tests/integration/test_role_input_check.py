@@ -36,14 +36,20 @@ PLAY = [{
 }]
 
 
-def test_bad_role_values_are_refused_by_name(tmp_path):
-    playbook = tmp_path / 'play.yml'
-    playbook.write_text(yaml.safe_dump(PLAY))
-    out_file = tmp_path / 'out.json'
+def ansible_playbook(tmp_path, name, play, *args):
+    """Run play on localhost (local connection); the run and the file the play may write (`out`)."""
+    playbook = tmp_path / (name + '.yml')
+    playbook.write_text(yaml.safe_dump(play))
+    out_file = tmp_path / (name + '.json')
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='1')
     run = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i', 'localhost,',
-                          '-c', 'local', str(playbook), '-e', 'out=%s' % out_file], cwd=REPO, env=env,
+                          '-c', 'local', *args, str(playbook), '-e', 'out=%s' % out_file], cwd=REPO, env=env,
                          capture_output=True, text=True, timeout=300, check=False)
+    return run, out_file
+
+
+def test_bad_role_values_are_refused_by_name(tmp_path):
+    run, out_file = ansible_playbook(tmp_path, 'play', PLAY)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert KEY not in run.stdout + run.stderr
     results = yaml.safe_load(out_file.read_text())
@@ -77,16 +83,34 @@ ROLE_PLAY = [{
 
 
 def test_a_roles_preflight_ends_with_the_check(tmp_path):
-    playbook = tmp_path / 'role.yml'
-    playbook.write_text(yaml.safe_dump(ROLE_PLAY))
-    out_file = tmp_path / 'out.json'
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='1')
-    run = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i', 'localhost,',
-                          '-c', 'local', '-e', 'ansible_python_interpreter=/usr/bin/python3', str(playbook),
-                          '-e', 'out=%s' % out_file], cwd=REPO, env=env, capture_output=True, text=True,
-                         timeout=300, check=False)
+    run, out_file = ansible_playbook(tmp_path, 'role', ROLE_PLAY, '-e', 'ansible_python_interpreter=/usr/bin/python3')
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     failure = yaml.safe_load(out_file.read_text())
     assert failure['task'] == 'Check every value of the role against its rules'
     assert "ml_env_path='/usr' is a system directory" in failure['msg']
     assert "ml_env_packages=['--index-url=http://example.invalid'] is refused at item 0" in failure['msg']
+
+
+# Both checks only read, so they run in check mode as they do otherwise: a bad value stops a
+# --check run too (an action without check mode would be skipped there, and the run pass).
+CHECK_MODE_PLAY = [{
+    'hosts': 'localhost', 'gather_facts': False,
+    'tasks': [
+        # a host's variable, as the inventory would set it (inventory_check reads hostvars)
+        {'name': 'Give the host a bad port', 'ansible.builtin.set_fact': {'sglang_server_port': 0}},
+        {'name': 'Check sglang_server', 'eagle3.extraction.role_input_check': {'role': 'sglang_server'},
+         'register': 'role', 'ignore_errors': True},
+        {'name': 'Check the inventory', 'eagle3.extraction.inventory_check': {'hosts': ['localhost'],
+                                                                              'hypervisors': []},
+         'register': 'inventory', 'ignore_errors': True},
+        {'name': 'Both refused the port, in check mode', 'ansible.builtin.assert': {'that': [
+            'role is failed', 'role is not skipped', "role.errors | select('search', 'sglang_server_port') | list | length > 0",
+            'inventory is failed', 'inventory is not skipped',
+            "inventory.errors | select('search', 'sglang_server_port') | list | length > 0"]}},
+    ],
+}]
+
+
+def test_both_checks_run_in_check_mode(tmp_path):
+    run, _out = ansible_playbook(tmp_path, 'check', CHECK_MODE_PLAY, '--check')
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
