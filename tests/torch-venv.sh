@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${TORCH_VENV:-.venv-torch}
 PINS=("torch==2.13.0" "pytest==9.2.0" "pyyaml==6.0.4" "aiohttp==3.14.5"
-  "transformers==5.23.0" "jinja2==3.1.6")
+  "transformers==5.23.0" "jinja2==3.1.6" "datasets==5.2.0")
 NODEPS=("specforge==0.2.0")
 
 pick_python() {
