@@ -6,9 +6,10 @@ SpecForge (``specforge/data/parse.py``, ``GeneralParser``) renders the turns wit
 tokenizer's own chat template (``apply_chat_template(tokenize=False)``), tokenizes
 the text without adding special tokens, and marks as trained (1) the tokens of each
 assistant reply: the text after the template's assistant header up to and
-including its end-of-turn token. We do the same with ``transformers`` (the
-tokenizer and its template are the model's), locating tokens through the fast
-tokenizer's offset mapping.
+including its end-of-turn token, then untrains every occurrence of the template's
+``ignore_token`` strings anywhere in the text (Qwen3's empty ``<think>`` block). We do
+the same with ``transformers`` (the tokenizer and its template are the model's),
+locating tokens through the fast tokenizer's offset mapping.
 """
 import array
 import re
@@ -31,7 +32,7 @@ class ConversationTokenizer:
     """Holds one tokenizer; :meth:`encode` turns a conversation into two arrays."""
 
     def __init__(self, tokenizer, assistant_header, end_of_turn, system_prompt="",
-                 max_length=0):
+                 max_length=0, ignore_tokens=()):  # pylint: disable=too-many-arguments
         if not assistant_header or not end_of_turn:
             raise ChatTemplateError(
                 "conversations need the chat template's assistant header and end-of-turn "
@@ -43,6 +44,9 @@ class ConversationTokenizer:
         self.max_length = max_length
         self.pattern = re.compile(
             re.escape(assistant_header) + r"([\s\S]*?(?:" + re.escape(end_of_turn) + "|$))")
+        if any(not isinstance(t, str) or not t for t in ignore_tokens):
+            raise ChatTemplateError("ignore tokens must be non-empty strings")
+        self.ignore_tokens = tuple(ignore_tokens)
 
     @classmethod
     def from_pretrained(cls, path, **kwargs):
@@ -81,9 +85,25 @@ class ConversationTokenizer:
         if not spans:
             raise ChatTemplateError(
                 "the rendered text has no assistant header: check chat_assistant_header")
+        ignored = self._ignored_spans(text)
         for n, (start, end) in enumerate(enc["offset_mapping"]):
-            if any(start < s_end and end > s_start for s_start, s_end in spans):
+            if _overlaps(start, end, spans) and not _overlaps(start, end, ignored):
                 mask[n] = 1
         if not ids:
             raise ChatTemplateError("the conversation gave no tokens")
         return ids, mask
+
+    def _ignored_spans(self, text):
+        """Every occurrence of each ignore token, as SpecForge finds them (left to right,
+        not overlapping), in replies or not."""
+        spans = []
+        for token in self.ignore_tokens:
+            start = text.find(token)
+            while start != -1:
+                spans.append((start, start + len(token)))
+                start = text.find(token, start + len(token))
+        return spans
+
+
+def _overlaps(start, end, spans):
+    return any(start < s_end and end > s_start for s_start, s_end in spans)

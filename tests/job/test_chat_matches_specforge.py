@@ -1,0 +1,170 @@
+# Copyright: eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The job's conversations path gives the ``input_ids`` and ``loss_mask`` SpecForge's own
+preprocessing gives, for every chat template SpecForge 0.2.0 ships that the job supports.
+
+Both sides get the same conversations and the same tokenizer: a small word-level
+tokenizer (``tokenizers``) whose Jinja chat template renders as the template's model
+family does, with the template's markers as special tokens and newlines as tokens
+of their own (so markers that end in "\\n" count). SpecForge runs
+``specforge.data.preprocessing.build_eagle3_dataset`` (``datasets``, in memory, its
+caches under tmp_path); the job runs ``ConversationTokenizer`` with the template's
+assistant header, end-of-turn marker, system prompt and ignore tokens, as a user
+configures them. Conversations: one turn with the template's system prompt, a system
+prompt from the data, three rounds, one that ends on a user turn, and a long one that
+``max_length`` cuts inside an assistant reply.
+
+Skipped, because the job needs an assistant header and an end-of-turn marker and
+finds replies with SpecForge's general pattern only:
+
+* ``gpt-oss``: openai-harmony parser, no header or end-of-turn marker;
+* ``deepseek-r1-distill``: no end-of-turn marker;
+* ``qwen3-thinking``, ``qwen3-next-thinking``, ``kimi-k2-thinking``,
+  ``kimi-k3-thinking``, ``deepseek-v32``, ``qwen3.5``: the thinking parser;
+* ``inkling-thinking``: the thinking parser and the inkling reply pattern;
+* ``glm-5.2``: the glm parser and reply pattern;
+* ``longcat``: the longcat reply pattern ("[Round N] USER:" ends a reply).
+"""
+import re
+
+import pytest
+
+from eagle3_extraction_job import chat
+
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+datasets = pytest.importorskip("datasets")
+template_module = pytest.importorskip("specforge.data.template")
+preprocessing = pytest.importorskip("specforge.data.preprocessing")
+
+# SpecForge says so for every conversation with its own system prompt: expected here
+pytestmark = pytest.mark.filterwarnings("ignore:The first message is from system:UserWarning")
+
+SKIPPED = {"gpt-oss", "deepseek-r1-distill", "qwen3-thinking", "qwen3-next-thinking",
+           "kimi-k2-thinking", "kimi-k3-thinking", "deepseek-v32", "qwen3.5",
+           "inkling-thinking", "glm-5.2", "longcat"}
+
+# How each family renders a conversation (add_generation_prompt is False on both sides).
+IM = r"{%- for m in messages -%}{{- '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' -}}{%- endfor -%}"
+FAMILY_TEMPLATES = {
+    "llama3": r"{{- '<|begin_of_text|>' -}}{%- for m in messages -%}{{- '<|start_header_id|>' + m.role + '<|end_header_id|>\n\n' + m.content | trim + '<|eot_id|>' -}}{%- endfor -%}",
+    "llama4": r"{{- '<|begin_of_text|>' -}}{%- for m in messages -%}{{- '<|header_start|>' + m.role + '<|header_end|>\n\n' + m.content | trim + '<|eot|>' -}}{%- endfor -%}",
+    # Qwen2.5 brings its own system prompt when the conversation has none
+    "qwen": r"{%- if messages[0].role != 'system' -%}{{- '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n' -}}{%- endif -%}" + IM,
+    "lfm": r"{{- '<|startoftext|>' -}}" + IM,
+    "phi3": r"{%- for m in messages -%}{{- '<|' + m.role + '|>\n' + m.content + '<|end|>\n' -}}{%- endfor -%}",
+    "phi4": r"{%- for m in messages -%}{{- '<|im_start|>' + m.role + '<|im_sep|>' + m.content + '<|im_end|>' -}}{%- endfor -%}",
+    "phi4-mini": r"{%- for m in messages -%}{{- '<|' + m.role + '|>' + m.content + '<|end|>' -}}{%- endfor -%}",
+    "gpt-oss-naive": r"{%- for m in messages -%}{%- if m.role == 'assistant' -%}{{- '<|start|>assistant<|channel|>analysis<|message|>' -}}{%- else -%}{{- '<|start|>' + m.role + '<|message|>' -}}{%- endif -%}{{- m.content + '<|end|>' -}}{%- endfor -%}",
+    # Qwen3 renders an empty thought before the replies after the last user turn
+    "qwen3-instruct": r"{%- set ns = namespace(last=0) -%}{%- for m in messages -%}{%- if m.role == 'user' -%}{%- set ns.last = loop.index0 -%}{%- endif -%}{%- endfor -%}{%- for m in messages -%}{%- if m.role == 'assistant' and loop.index0 > ns.last -%}{{- '<|im_start|>assistant\n<think>\n\n</think>\n\n' + m.content + '<|im_end|>\n' -}}{%- else -%}{{- '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' -}}{%- endif -%}{%- endfor -%}",
+    "kimi-k2-instruct": r"{%- if messages[0].role != 'system' -%}{{- '<|im_system|>system<|im_middle|>You are Kimi, an AI assistant created by Moonshot AI.<|im_end|>' -}}{%- endif -%}{%- for m in messages -%}{%- if m.role == 'system' -%}{{- '<|im_system|>system<|im_middle|>' -}}{%- elif m.role == 'user' -%}{{- '<|im_user|>user<|im_middle|>' -}}{%- else -%}{{- '<|im_assistant|>assistant<|im_middle|>' -}}{%- endif -%}{{- m.content + '<|im_end|>' -}}{%- endfor -%}",
+    "deepseek-v3": r"{{- '<｜begin▁of▁sentence｜>' -}}{%- for m in messages if m.role == 'system' -%}{{- m.content -}}{%- endfor -%}{%- for m in messages -%}{%- if m.role == 'user' -%}{{- '<｜User｜>' + m.content -}}{%- elif m.role == 'assistant' -%}{{- '<｜Assistant｜>' + m.content + '<｜end▁of▁sentence｜>' -}}{%- endif -%}{%- endfor -%}",
+    # DeepSeek-V2-Lite-Chat: plain-text role headers
+    "deepseek-v2": r"{{- '<｜begin▁of▁sentence｜>' -}}{%- for m in messages -%}{%- if m.role == 'user' -%}{{- 'User: ' + m.content + '\n\n' -}}{%- elif m.role == 'assistant' -%}{{- 'Assistant: ' + m.content + '<｜end▁of▁sentence｜>' -}}{%- else -%}{{- m.content + '\n\n' -}}{%- endif -%}{%- endfor -%}",
+    "ling-flash-2.0": r"{%- for m in messages -%}{{- '<role>' + {'system': 'SYSTEM', 'user': 'HUMAN', 'assistant': 'ASSISTANT'}[m.role] + '</role>' + m.content + '<|role_end|>' -}}{%- endfor -%}",
+    # Gemma has no system role: the system prompt opens the first user turn
+    "gemma": r"{{- '<bos>' -}}{%- if messages[0].role == 'system' -%}{%- set first = messages[0].content + '\n\n' -%}{%- set loop_messages = messages[1:] -%}{%- else -%}{%- set first = '' -%}{%- set loop_messages = messages -%}{%- endif -%}{%- for m in loop_messages -%}{{- '<start_of_turn>' + ('model' if m.role == 'assistant' else m.role) + '\n' + (first if loop.first else '') + m.content | trim + '<end_of_turn>\n' -}}{%- endfor -%}",
+    "longcat_xml": r"{%- for m in messages -%}{{- '<longcat_' + m.role + '>' + m.content -}}{%- if m.role == 'assistant' -%}{{- '</longcat_s>' -}}{%- endif -%}{%- endfor -%}",
+}
+
+STORY = ("once upon a time there was a small robot who liked to count the stars , and every "
+         "night it counted one more than the night before until the sky ran out .")
+CONVERSATIONS = [
+    [{"role": "user", "content": "hello how are you ?"},
+     {"role": "assistant", "content": "fine thanks ."}],
+    [{"role": "system", "content": "be brief and kind ."},
+     {"role": "user", "content": "what is two plus two ?"},
+     {"role": "assistant", "content": "four ."}],
+    [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi , how can I help ?"},
+     {"role": "user", "content": "what is two plus two ?"}, {"role": "assistant", "content": "four"},
+     {"role": "user", "content": "and three plus three ?"}, {"role": "assistant", "content": "six ."}],
+    [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"},
+     {"role": "user", "content": "thanks , bye"}],
+    # the longest: max_length cuts it inside its last reply
+    [{"role": "user", "content": "tell me a story ."}, {"role": "assistant", "content": STORY},
+     {"role": "user", "content": "again , please"}, {"role": "assistant", "content": STORY}],
+]
+LONGEST = len(CONVERSATIONS) - 1
+MARKER = re.compile(r"<[^<>\s]+>")  # <|im_end|>, <｜User｜>, <role>, <end_of_turn>, ...
+
+
+def supported_templates():
+    names = template_module.TEMPLATE_REGISTRY.get_all_template_names()
+    return [name for name in names if name not in SKIPPED]
+
+
+def word_tokenizer(jinja, template):
+    """A word-level fast tokenizer over the words of the template, its system prompt and
+    the conversations; the markers are special tokens, a newline is a token."""
+    source = " ".join([jinja, template.system_prompt or ""]
+                      + [turn["content"] for conv in CONVERSATIONS for turn in conv])
+    special = sorted(set(MARKER.findall(source)))
+    pre = tokenizers.pre_tokenizers.Sequence([
+        tokenizers.pre_tokenizers.Split(tokenizers.Regex(r"[^\S\n]+"), behavior="removed"),
+        tokenizers.pre_tokenizers.Split(tokenizers.Regex(r"\n"), behavior="isolated"),
+        tokenizers.pre_tokenizers.Punctuation(behavior="isolated")])
+    words = sorted({piece for piece, _span in pre.pre_tokenize_str(MARKER.sub(" ", source))})
+    vocab = {w: i for i, w in enumerate(["[UNK]"] + special + words)}
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]",
+                                                additional_special_tokens=special)
+    fast.chat_template = jinja
+    return fast
+
+
+def specforge_rows(name, jinja, template, max_length):
+    """SpecForge's (input_ids, loss_mask) per conversation, in CONVERSATIONS' order."""
+    rows = [{"id": str(n), "conversations": conv} for n, conv in enumerate(CONVERSATIONS)]
+    # build_eagle3_dataset shuffles (seed 42) and drops the ids: the same shuffle orders them
+    order = [int(i) for i in datasets.Dataset.from_list(rows).shuffle(seed=42)["id"]]
+    built = preprocessing.build_eagle3_dataset(
+        datasets.Dataset.from_list(rows), word_tokenizer(jinja, template), chat_template=name,
+        max_length=max_length, num_proc=None)
+    out = [None] * len(rows)
+    for n, row in zip(order, built):
+        out[n] = (row["input_ids"][0].tolist(), row["loss_mask"][0].tolist())
+    return out
+
+
+def job_rows(jinja, template, max_length):
+    enc = chat.ConversationTokenizer(
+        word_tokenizer(jinja, template), assistant_header=template.assistant_header,
+        end_of_turn=template.end_of_turn_token, system_prompt=template.system_prompt or "",
+        max_length=max_length, ignore_tokens=template.ignore_token or ())
+    return [tuple(a.tolist() for a in enc.encode(conv)) for conv in CONVERSATIONS]
+
+
+@pytest.fixture(autouse=True)
+def datasets_caches_in_tmp(tmp_path, monkeypatch):
+    """``datasets`` writes nothing outside tmp_path (not into the repo, not into ~)."""
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf-datasets"))
+    datasets.disable_caching()
+    yield
+    datasets.enable_caching()
+
+
+def test_every_template_the_job_supports_has_a_family_rendering():
+    """A template SpecForge adds is tested here or listed as skipped, never silently left out."""
+    assert sorted(supported_templates()) == sorted(FAMILY_TEMPLATES)
+
+
+@pytest.mark.parametrize("name", sorted(FAMILY_TEMPLATES))
+def test_the_job_tokenizes_conversations_as_specforge_does(name):
+    template = template_module.TEMPLATE_REGISTRY.get(name)
+    jinja = FAMILY_TEMPLATES[name]
+    whole = job_rows(jinja, template, 0)
+    # a cut inside the longest conversation's last reply
+    cut = len(whole[LONGEST][0]) - 5
+    assert all(len(ids) < cut for ids, _mask in whole[:LONGEST])
+    for max_length, expect_cut in ((4096, False), (cut, True)):
+        ours = job_rows(jinja, template, max_length)
+        theirs = specforge_rows(name, jinja, template, max_length)
+        for n, ((ids, mask), (sf_ids, sf_mask)) in enumerate(zip(ours, theirs)):
+            assert ids == sf_ids, f"{name}, conversation {n}, max_length {max_length}"
+            assert mask == sf_mask, f"{name}, conversation {n}, max_length {max_length}"
+        assert (len(ours[LONGEST][0]) == cut) == expect_cut
+        # every conversation trains on something; the cut one on its last reply's start
+        assert all(sum(mask) > 0 for _ids, mask in ours)
+        assert ours[LONGEST][1][-1] == 1
