@@ -5,8 +5,10 @@ preprocessing gives, for every chat template SpecForge 0.2.0 ships that the job 
 
 Both sides get the same conversations and the same tokenizer: a small word-level
 tokenizer (``tokenizers``) whose Jinja chat template renders as the template's model
-family does, with the template's markers as special tokens and newlines as tokens
-of their own (so markers that end in "\\n" count). SpecForge runs
+family does, with the template's markers as special tokens, in two kinds: words and
+newlines as tokens of their own, and byte-level words as GPT-2's regex splits them,
+where a space or a newline at a marker's end is joined with what follows it (so a
+token spans the marker's edge, as with Llama's and Qwen's tokenizers). SpecForge runs
 ``specforge.data.preprocessing.build_eagle3_dataset`` (``datasets``, in memory, its
 caches under tmp_path); the job runs ``ConversationTokenizer`` with the template's
 assistant header, end-of-turn marker, system prompt and ignore tokens, as a user
@@ -94,33 +96,50 @@ def supported_templates():
     return [name for name in names if name not in SKIPPED]
 
 
-def word_tokenizer(jinja, template):
-    """A word-level fast tokenizer over the words of the template, its system prompt and
-    the conversations; the markers are special tokens, a newline is a token."""
-    source = " ".join([jinja, template.system_prompt or ""]
-                      + [turn["content"] for conv in CONVERSATIONS for turn in conv])
-    special = sorted(set(MARKER.findall(source)))
-    pre = tokenizers.pre_tokenizers.Sequence([
+def pre_tokenizer(kind):
+    if kind == "bytes":  # GPT-2's regex: " fine", "\n\n" at the end of a text
+        return tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    return tokenizers.pre_tokenizers.Sequence([
         tokenizers.pre_tokenizers.Split(tokenizers.Regex(r"[^\S\n]+"), behavior="removed"),
         tokenizers.pre_tokenizers.Split(tokenizers.Regex(r"\n"), behavior="isolated"),
         tokenizers.pre_tokenizers.Punctuation(behavior="isolated")])
-    words = sorted({piece for piece, _span in pre.pre_tokenize_str(MARKER.sub(" ", source))})
-    vocab = {w: i for i, w in enumerate(["[UNK]"] + special + words)}
+
+
+def fast_tokenizer(vocab, special, jinja, kind):
     tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre
+    tok.pre_tokenizer = pre_tokenizer(kind)
+    if kind == "bytes":
+        tok.decoder = tokenizers.decoders.ByteLevel()
     fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]",
                                                 additional_special_tokens=special)
     fast.chat_template = jinja
     return fast
 
 
-def specforge_rows(name, jinja, template, max_length):
+def word_tokenizer(jinja, template, kind):
+    """A word-level fast tokenizer over the words of the conversations as the template
+    renders them (with and without the template's system prompt); the markers are
+    special tokens."""
+    render = fast_tokenizer({"[UNK]": 0}, [], jinja, kind)
+    system = [{"role": "system", "content": template.system_prompt or "none"}]
+    texts = [render.apply_chat_template(msgs, tokenize=False)
+             for conv in CONVERSATIONS for msgs in (conv, system + conv)]
+    special = sorted({marker for text in texts for marker in MARKER.findall(text)})
+    # the text between markers, as the tokenizer sees it once the markers are split off
+    between = [part for text in texts for part in MARKER.split(text) if part]
+    words = sorted({piece for part in between
+                    for piece, _span in pre_tokenizer(kind).pre_tokenize_str(part)})
+    vocab = {w: i for i, w in enumerate(["[UNK]"] + special + words)}
+    return fast_tokenizer(vocab, special, jinja, kind)
+
+
+def specforge_rows(name, jinja, template, max_length, kind):
     """SpecForge's (input_ids, loss_mask) per conversation, in CONVERSATIONS' order."""
     rows = [{"id": str(n), "conversations": conv} for n, conv in enumerate(CONVERSATIONS)]
     # build_eagle3_dataset shuffles (seed 42) and drops the ids: the same shuffle orders them
     order = [int(i) for i in datasets.Dataset.from_list(rows).shuffle(seed=42)["id"]]
     built = preprocessing.build_eagle3_dataset(
-        datasets.Dataset.from_list(rows), word_tokenizer(jinja, template), chat_template=name,
+        datasets.Dataset.from_list(rows), word_tokenizer(jinja, template, kind), chat_template=name,
         max_length=max_length, num_proc=None)
     out = [None] * len(rows)
     for n, row in zip(order, built):
@@ -128,9 +147,9 @@ def specforge_rows(name, jinja, template, max_length):
     return out
 
 
-def job_rows(jinja, template, max_length):
+def job_rows(jinja, template, max_length, kind):
     enc = chat.ConversationTokenizer(
-        word_tokenizer(jinja, template), assistant_header=template.assistant_header,
+        word_tokenizer(jinja, template, kind), assistant_header=template.assistant_header,
         end_of_turn=template.end_of_turn_token, system_prompt=template.system_prompt or "",
         max_length=max_length, ignore_tokens=template.ignore_token or ())
     return [tuple(a.tolist() for a in enc.encode(conv)) for conv in CONVERSATIONS]
@@ -150,20 +169,23 @@ def test_every_template_the_job_supports_has_a_family_rendering():
     assert sorted(supported_templates()) == sorted(FAMILY_TEMPLATES)
 
 
+@pytest.mark.parametrize("kind", ["words", "bytes"])
 @pytest.mark.parametrize("name", sorted(FAMILY_TEMPLATES))
-def test_the_job_tokenizes_conversations_as_specforge_does(name):
+def test_the_job_tokenizes_conversations_as_specforge_does(name, kind):
     template = template_module.TEMPLATE_REGISTRY.get(name)
     jinja = FAMILY_TEMPLATES[name]
-    whole = job_rows(jinja, template, 0)
+    whole = job_rows(jinja, template, 0, kind)
     # a cut inside the longest conversation's last reply
     cut = len(whole[LONGEST][0]) - 5
     assert all(len(ids) < cut for ids, _mask in whole[:LONGEST])
     for max_length, expect_cut in ((4096, False), (cut, True)):
-        ours = job_rows(jinja, template, max_length)
-        theirs = specforge_rows(name, jinja, template, max_length)
+        ours = job_rows(jinja, template, max_length, kind)
+        theirs = specforge_rows(name, jinja, template, max_length, kind)
         for n, ((ids, mask), (sf_ids, sf_mask)) in enumerate(zip(ours, theirs)):
-            assert ids == sf_ids, f"{name}, conversation {n}, max_length {max_length}"
-            assert mask == sf_mask, f"{name}, conversation {n}, max_length {max_length}"
+            where = f"{name}, {kind}, conversation {n}, max_length {max_length}"
+            assert 0 not in ids, where  # no [UNK]: the vocabulary holds every word
+            assert ids == sf_ids, where
+            assert mask == sf_mask, where
         assert (len(ours[LONGEST][0]) == cut) == expect_cut
         # every conversation trains on something; the cut one on its last reply's start
         assert all(sum(mask) > 0 for _ids, mask in ours)

@@ -8,8 +8,12 @@ the text without adding special tokens, and marks as trained (1) the tokens of e
 assistant reply: the text after the template's assistant header up to and
 including its end-of-turn token, then untrains every occurrence of the template's
 ``ignore_token`` strings anywhere in the text (Qwen3's empty ``<think>`` block). We do
-the same with ``transformers`` (the tokenizer and its template are the model's),
-locating tokens through the fast tokenizer's offset mapping.
+the same with ``transformers`` (the tokenizer and its template are the model's), and
+find tokens as SpecForge does: the text up to a character encodes to N tokens, so
+the token at that character is number N. Where a token spans a marker's edge (a
+header that ends in a space or a newline the tokenizer joins with what follows),
+this is what decides whether it is trained, and SpecForge's answer is the one its
+trainer expects.
 """
 import array
 import re
@@ -37,8 +41,6 @@ class ConversationTokenizer:
             raise ChatTemplateError(
                 "conversations need the chat template's assistant header and end-of-turn "
                 "token (chat_assistant_header, chat_end_of_turn)")
-        if not getattr(tokenizer, "is_fast", False):
-            raise ChatTemplateError("the tokenizer must be a fast tokenizer (offset mapping)")
         self.tokenizer = tokenizer
         self.system_prompt = system_prompt
         self.max_length = max_length
@@ -75,23 +77,33 @@ class ConversationTokenizer:
     def encode(self, turns):
         text = self.tokenizer.apply_chat_template(
             self.messages(turns), tokenize=False, add_generation_prompt=False)
-        kwargs = {"add_special_tokens": False, "return_offsets_mapping": True}
+        kwargs = {"add_special_tokens": False}
         if self.max_length:
             kwargs.update(truncation=True, max_length=self.max_length)
-        enc = self.tokenizer(text, **kwargs)
-        ids = array.array("q", enc["input_ids"])
-        mask = array.array("q", bytes(8 * len(ids)))
-        spans = [m.span(1) for m in self.pattern.finditer(text)]
-        if not spans:
+        ids = array.array("q", self.tokenizer(text, **kwargs)["input_ids"])
+        if not ids:
+            raise ChatTemplateError("the conversation gave no tokens")
+        replies = [m.span(1) for m in self.pattern.finditer(text)]
+        if not replies:
             raise ChatTemplateError(
                 "the rendered text has no assistant header: check chat_assistant_header")
         ignored = self._ignored_spans(text)
-        for n, (start, end) in enumerate(enc["offset_mapping"]):
-            if _overlaps(start, end, spans) and not _overlaps(start, end, ignored):
-                mask[n] = 1
-        if not ids:
-            raise ChatTemplateError("the conversation gave no tokens")
+        cuts = sorted({pos for span in replies + ignored for pos in span})
+        tokens_before = dict(zip(cuts, self._token_counts(text, cuts)))
+        mask = array.array("q", bytes(8 * len(ids)))
+        # replies first, then the ignored text inside them, in SpecForge's order
+        for spans, value in ((replies, 1), (ignored, 0)):
+            for start, end in spans:
+                first = min(tokens_before[start], len(ids))
+                last = min(tokens_before[end], len(ids))
+                mask[first:last] = array.array("q", [value] * max(0, last - first))
         return ids, mask
+
+    def _token_counts(self, text, cuts):
+        """How many tokens ``text[:cut]`` encodes to, for each cut (one batch)."""
+        prefixes = [text[:cut] for cut in cuts]
+        encoded = self.tokenizer(prefixes, add_special_tokens=False)["input_ids"]
+        return [len(ids) for ids in encoded]
 
     def _ignored_spans(self, text):
         """Every occurrence of each ignore token, as SpecForge finds them (left to right,
@@ -104,6 +116,3 @@ class ConversationTokenizer:
                 start = text.find(token, start + len(token))
         return spans
 
-
-def _overlaps(start, end, spans):
-    return any(start < s_end and end > s_start for s_start, s_end in spans)
