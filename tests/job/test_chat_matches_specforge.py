@@ -4,8 +4,8 @@
 preprocessing gives, for every chat template SpecForge 0.2.0 ships that the job supports.
 
 Both sides get the same conversations and the same tokenizer: a small word-level
-tokenizer (``tokenizers``) whose Jinja chat template renders as the template's model
-family does, with the template's markers as special tokens, in two kinds: words and
+tokenizer (``tokenizers``) whose Jinja chat template (tests/fixtures/chat_templates/)
+renders as the template's model family does, with the template's markers as special tokens, in two kinds: words and
 newlines as tokens of their own, and byte-level words as GPT-2's regex splits them,
 where a space or a newline at a marker's end is joined with what follows it (so a
 token spans the marker's edge, as with Llama's and Qwen's tokenizers). SpecForge runs
@@ -27,6 +27,7 @@ finds replies with SpecForge's general pattern only:
 * ``glm-5.2``: the glm parser and reply pattern;
 * ``longcat``: the longcat reply pattern ("[Round N] USER:" ends a reply).
 """
+import os
 import re
 
 import pytest
@@ -46,29 +47,22 @@ SKIPPED = {"gpt-oss", "deepseek-r1-distill", "qwen3-thinking", "qwen3-next-think
            "kimi-k2-thinking", "kimi-k3-thinking", "deepseek-v32", "qwen3.5",
            "inkling-thinking", "glm-5.2", "longcat"}
 
-# How each family renders a conversation (add_generation_prompt is False on both sides).
-IM = r"{%- for m in messages -%}{{- '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' -}}{%- endfor -%}"
-FAMILY_TEMPLATES = {
-    "llama3": r"{{- '<|begin_of_text|>' -}}{%- for m in messages -%}{{- '<|start_header_id|>' + m.role + '<|end_header_id|>\n\n' + m.content | trim + '<|eot_id|>' -}}{%- endfor -%}",
-    "llama4": r"{{- '<|begin_of_text|>' -}}{%- for m in messages -%}{{- '<|header_start|>' + m.role + '<|header_end|>\n\n' + m.content | trim + '<|eot|>' -}}{%- endfor -%}",
-    # Qwen2.5 brings its own system prompt when the conversation has none
-    "qwen": r"{%- if messages[0].role != 'system' -%}{{- '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n' -}}{%- endif -%}" + IM,
-    "lfm": r"{{- '<|startoftext|>' -}}" + IM,
-    "phi3": r"{%- for m in messages -%}{{- '<|' + m.role + '|>\n' + m.content + '<|end|>\n' -}}{%- endfor -%}",
-    "phi4": r"{%- for m in messages -%}{{- '<|im_start|>' + m.role + '<|im_sep|>' + m.content + '<|im_end|>' -}}{%- endfor -%}",
-    "phi4-mini": r"{%- for m in messages -%}{{- '<|' + m.role + '|>' + m.content + '<|end|>' -}}{%- endfor -%}",
-    "gpt-oss-naive": r"{%- for m in messages -%}{%- if m.role == 'assistant' -%}{{- '<|start|>assistant<|channel|>analysis<|message|>' -}}{%- else -%}{{- '<|start|>' + m.role + '<|message|>' -}}{%- endif -%}{{- m.content + '<|end|>' -}}{%- endfor -%}",
-    # Qwen3 renders an empty thought before the replies after the last user turn
-    "qwen3-instruct": r"{%- set ns = namespace(last=0) -%}{%- for m in messages -%}{%- if m.role == 'user' -%}{%- set ns.last = loop.index0 -%}{%- endif -%}{%- endfor -%}{%- for m in messages -%}{%- if m.role == 'assistant' and loop.index0 > ns.last -%}{{- '<|im_start|>assistant\n<think>\n\n</think>\n\n' + m.content + '<|im_end|>\n' -}}{%- else -%}{{- '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' -}}{%- endif -%}{%- endfor -%}",
-    "kimi-k2-instruct": r"{%- if messages[0].role != 'system' -%}{{- '<|im_system|>system<|im_middle|>You are Kimi, an AI assistant created by Moonshot AI.<|im_end|>' -}}{%- endif -%}{%- for m in messages -%}{%- if m.role == 'system' -%}{{- '<|im_system|>system<|im_middle|>' -}}{%- elif m.role == 'user' -%}{{- '<|im_user|>user<|im_middle|>' -}}{%- else -%}{{- '<|im_assistant|>assistant<|im_middle|>' -}}{%- endif -%}{{- m.content + '<|im_end|>' -}}{%- endfor -%}",
-    "deepseek-v3": r"{{- '<｜begin▁of▁sentence｜>' -}}{%- for m in messages if m.role == 'system' -%}{{- m.content -}}{%- endfor -%}{%- for m in messages -%}{%- if m.role == 'user' -%}{{- '<｜User｜>' + m.content -}}{%- elif m.role == 'assistant' -%}{{- '<｜Assistant｜>' + m.content + '<｜end▁of▁sentence｜>' -}}{%- endif -%}{%- endfor -%}",
-    # DeepSeek-V2-Lite-Chat: plain-text role headers
-    "deepseek-v2": r"{{- '<｜begin▁of▁sentence｜>' -}}{%- for m in messages -%}{%- if m.role == 'user' -%}{{- 'User: ' + m.content + '\n\n' -}}{%- elif m.role == 'assistant' -%}{{- 'Assistant: ' + m.content + '<｜end▁of▁sentence｜>' -}}{%- else -%}{{- m.content + '\n\n' -}}{%- endif -%}{%- endfor -%}",
-    "ling-flash-2.0": r"{%- for m in messages -%}{{- '<role>' + {'system': 'SYSTEM', 'user': 'HUMAN', 'assistant': 'ASSISTANT'}[m.role] + '</role>' + m.content + '<|role_end|>' -}}{%- endfor -%}",
-    # Gemma has no system role: the system prompt opens the first user turn
-    "gemma": r"{{- '<bos>' -}}{%- if messages[0].role == 'system' -%}{%- set first = messages[0].content + '\n\n' -%}{%- set loop_messages = messages[1:] -%}{%- else -%}{%- set first = '' -%}{%- set loop_messages = messages -%}{%- endif -%}{%- for m in loop_messages -%}{{- '<start_of_turn>' + ('model' if m.role == 'assistant' else m.role) + '\n' + (first if loop.first else '') + m.content | trim + '<end_of_turn>\n' -}}{%- endfor -%}",
-    "longcat_xml": r"{%- for m in messages -%}{{- '<longcat_' + m.role + '>' + m.content -}}{%- if m.role == 'assistant' -%}{{- '</longcat_s>' -}}{%- endif -%}{%- endfor -%}",
-}
+# How each family renders a conversation (add_generation_prompt is False on both sides)
+TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "fixtures", "chat_templates")
+
+
+def family_templates():
+    """{SpecForge template name: the Jinja chat template of its model family}."""
+    found = {}
+    for name in os.listdir(TEMPLATE_DIR):
+        if name.endswith(".jinja"):
+            with open(os.path.join(TEMPLATE_DIR, name), encoding="utf-8") as f:
+                found[name[:-len(".jinja")]] = f.read()
+    return found
+
+
+FAMILY_TEMPLATES = family_templates()
 
 STORY = ("once upon a time there was a small robot who liked to count the stars , and every "
          "night it counted one more than the night before until the sky ran out .")

@@ -115,4 +115,3 @@ class ConversationTokenizer:
                 spans.append((start, start + len(token)))
                 start = text.find(token, start + len(token))
         return spans
-
