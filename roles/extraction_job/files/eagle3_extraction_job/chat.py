@@ -91,7 +91,7 @@ class ConversationTokenizer:
         cuts = sorted({pos for span in replies + ignored for pos in span})
         tokens_before = dict(zip(cuts, self._token_counts(text, cuts)))
         mask = array.array("q", bytes(8 * len(ids)))
-        # replies first, then the ignored text inside them, in SpecForge's order
+        # replies trained first, then the ignored text untrained wherever it is, in SpecForge's order
         for spans, value in ((replies, 1), (ignored, 0)):
             for start, end in spans:
                 first = min(tokens_before[start], len(ids))
