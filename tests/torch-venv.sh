@@ -3,14 +3,16 @@
 # tests/job: the extraction job): CPU torch (cp311 only, so Python 3.11, beside the
 # controller's .venv on 3.12), the job's runtime libraries as sglang's own venv has them
 # (aiohttp, transformers for chat templates) and SpecForge's offline loader, installed
-# without its dependencies (it would pull CUDA wheels) so the tests read our outputs with it.
+# without its dependencies (it would pull CUDA wheels) so the tests read our outputs with it;
+# datasets (with pyarrow and pandas, what pip resolves for it) for SpecForge's own
+# preprocessing, which tests/job/test_chat_matches_specforge.py compares the job with.
 # Idempotent: a venv whose pins already match is left alone.
 # Usage: tests/torch-venv.sh   -> prints the venv's python path
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${TORCH_VENV:-.venv-torch}
 PINS=("torch==2.13.0" "pytest==9.2.0" "pyyaml==6.0.4" "aiohttp==3.14.5"
-  "transformers==5.23.0" "jinja2==3.1.6")
+  "transformers==5.23.0" "jinja2==3.1.6" "datasets==5.2.0")
 NODEPS=("specforge==0.2.0")
 
 pick_python() {

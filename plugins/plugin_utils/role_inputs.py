@@ -8,7 +8,8 @@ ArgumentSpecValidator enforces them, here and when the role starts); what that f
 say - ranges, whole-value patterns, paths that must not be system directories - is RULES
 below, one entry per variable. Every string anywhere in a value is also refused when it
 holds a control character (a newline in a value splits a config line or a command line in
-two). inventory_check (an action plugin) applies both to every host of an inventory, and adds
+two), except the newlines and tabs of the chat template's text (TEMPLATE_TEXT), which only
+the job's JSON config holds. inventory_check (an action plugin) applies both to every host of an inventory, and adds
 the rules across hosts (cross_host_errors) and the rollout's (rollout_errors).
 
 Each check returns messages that name the host, the variable and its value; secrets
@@ -295,6 +296,16 @@ RULES = {
 
 
 # rules whose reason is already a whole message naming the variable (the filters')
+# The chat template's markers, system prompt and ignored text, as SpecForge's templates have
+# them: many end in a newline (Qwen's "<|im_start|>assistant\n", Llama 3's "\n\n") and Llama
+# 3's system prompt holds blank lines. They go only into the job's JSON config (to_nice_json
+# escapes them), never into a unit file or a command line.
+TEMPLATE_TEXT = frozenset([
+    'extraction_job_chat_assistant_header', 'extraction_job_chat_end_of_turn',
+    'extraction_job_chat_system_prompt', 'extraction_job_chat_ignore_tokens',
+])
+TEMPLATE_TEXT_CHARACTERS = '\n\t'
+
 MESSAGE_RULES = frozenset(RULES[name].check for name in (
     'sglang_server_flags', 'sglang_server_extra_args', 'sglang_server_env', 'sglang_server_api_key'))
 
@@ -312,6 +323,7 @@ def load_specs(collection=COLLECTION):
 
 def _control_errors(name, value, secret):
     """A message if any string in value (keys too) holds a control character."""
+    allowed = TEMPLATE_TEXT_CHARACTERS if name in TEMPLATE_TEXT else ''
     stack = [value]
     while stack:
         item = stack.pop()
@@ -320,10 +332,15 @@ def _control_errors(name, value, secret):
             stack.extend(item.values())
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
-        elif isinstance(item, str) and bad_character(item) is not None:
+        elif isinstance(item, str) and bad_character(_without(item, allowed)) is not None:
             return ['%s=%s holds a control character (%r); give it on one line without them'
-                    % (name, '(hidden)' if secret else show(value), bad_character(item))]
+                    % (name, '(hidden)' if secret else show(value),
+                       bad_character(_without(item, allowed)))]
     return []
+
+
+def _without(text, characters):
+    return ''.join(char for char in text if char not in characters) if characters else text
 
 
 def role_value_errors(options, values):

@@ -12,6 +12,20 @@ import pytest
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 from batches import capture  # noqa: E402
+import sglang_source  # noqa: E402  (on sys.path through batches)
+
+SGLANG_VERSIONS = ["0.5.14", "0.5.23"]
+
+
+@pytest.fixture(scope="module", params=SGLANG_VERSIONS)
+def patched_source(request):
+    """The real deepseek_v2.py of each supported sglang, patched as the role patches it."""
+    path = sglang_source.extract(request.param, "sglang/srt/models/deepseek_v2.py")
+    with open(path, encoding="utf-8") as f:
+        pristine = f.read()
+    spec = sglang_source.spec(request.param)
+    assert sglang_source.sha256(pristine) == spec["pristine_sha256"]
+    return sglang_source.apply(pristine, spec)
 
 
 @pytest.fixture

@@ -208,13 +208,19 @@ def test_a_dump_dir_that_is_gone_still_fails_loudly(tmp_path, new_capture, caplo
 # -- configurations that would hang --------------------------------------------------
 
 
-@pytest.mark.parametrize("settings", [
-    {"enable_attn_tp_input_scattered": True},
-    {"enable_prefill_cp": True},
-    {"attn_cp_size": 2},
-    {"enable_dp_attention": True},
+SPLIT = "holds only its share of a batch's rows"
+NO_AUX = "the files would lack aux layers"
+
+
+@pytest.mark.parametrize("settings,reason", [
+    ({"enable_attn_tp_input_scattered": True}, SPLIT),
+    ({"enable_prefill_cp": True}, SPLIT),
+    ({"attn_cp_size": 2}, SPLIT),
+    ({"enable_dp_attention": True}, SPLIT),
+    ({"enable_two_batch_overlap": True}, NO_AUX),
 ])
-def test_settings_that_split_a_batch_across_ranks_are_refused_at_start(tmp_path, settings):
+def test_settings_that_split_a_batch_or_skip_aux_layers_are_refused_at_start(
+        tmp_path, settings, reason):
     env = {capture.ENV_DUMP_DIR: str(tmp_path / "dump")}
     model = FakeDeepseekModel()
     for rank in (0, 1):  # every rank refuses, so the server stops whichever starts first
@@ -222,13 +228,19 @@ def test_settings_that_split_a_batch_across_ranks_are_refused_at_start(tmp_path,
             capture.install(model, tp_rank=rank, environ=env, parallel=settings)
         (name, value), = settings.items()
         assert f"{name}={value}" in str(err.value)
+        other_reason = NO_AUX if reason == SPLIT else SPLIT
+        assert reason in str(err.value) and other_reason not in str(err.value)
     assert model.capture_aux_hidden_states is False
     assert not (tmp_path / "dump").exists()
 
 
-def _fake_sglang(monkeypatch, server_args=None, parallel=None):
+def _fake_sglang(monkeypatch, server_args=None, parallel=None, two_batch_overlap=False):
     """sglang.srt.server_args (and 0.5.23's runtime_context) as sys.modules entries."""
     import types
+
+    def get_exec():  # 0.5.23's resolved exec namespace, exec.overlap among its bags
+        return types.SimpleNamespace(overlap=types.SimpleNamespace(
+            enable_two_batch_overlap=two_batch_overlap, enable_single_batch_overlap=False))
 
     def get_global_server_args():
         if server_args is None:
@@ -243,6 +255,7 @@ def _fake_sglang(monkeypatch, server_args=None, parallel=None):
     }
     mods["sglang.srt.server_args"].get_global_server_args = get_global_server_args
     mods["sglang.srt.runtime_context"].get_parallel = lambda: parallel
+    mods["sglang.srt.runtime_context"].get_exec = get_exec
     mods["sglang.srt.runtime_context"].get_server_args = lambda: types.SimpleNamespace(
         chunked_prefill_size=4096)
     for name, mod in mods.items():
@@ -270,6 +283,23 @@ def test_the_settings_are_read_from_0_5_14_server_args(monkeypatch):
     _fake_sglang(monkeypatch, server_args=args)
     assert capture._sglang_parallel_settings() == {"enable_prefill_context_parallel": True}
     assert capture._sglang_chunked_prefill_size() == 2048
+
+
+def test_two_batch_overlap_is_read_from_0_5_14_server_args(monkeypatch):
+    import types
+
+    args = types.SimpleNamespace(enable_two_batch_overlap=True, enable_dp_attention=False)
+    _fake_sglang(monkeypatch, server_args=args)
+    assert capture._sglang_parallel_settings() == {"enable_two_batch_overlap": True}
+    args.enable_two_batch_overlap = False
+    assert capture._sglang_parallel_settings() == {}
+
+
+def test_two_batch_overlap_is_read_from_0_5_23_exec_overlap(monkeypatch):
+    _fake_sglang(monkeypatch, parallel=Unset(attn_dp_size=1), two_batch_overlap=True)
+    assert capture._sglang_parallel_settings() == {"enable_two_batch_overlap": True}
+    _fake_sglang(monkeypatch, parallel=Unset(attn_dp_size=1), two_batch_overlap=False)
+    assert capture._sglang_parallel_settings() == {}
 
 
 def test_the_settings_are_read_from_0_5_23_runtime_context(monkeypatch):

@@ -10,28 +10,13 @@ from __future__ import annotations
 
 import os
 
-import pytest
-
-import sglang_source
 from batches import assert_dump, capture, make_batch, slices
 from sglang_methods import PatchedDeepseek as Model
 from sglang_methods import compile_methods
 
-VERSIONS = ["0.5.14", "0.5.23"]
-
 
 def _real_methods(source, names):
     return compile_methods(source, "DeepseekV2ForCausalLM", names)
-
-
-@pytest.fixture(scope="module", params=VERSIONS)
-def patched_source(request):
-    path = sglang_source.extract(request.param, "sglang/srt/models/deepseek_v2.py")
-    with open(path, encoding="utf-8") as f:
-        pristine = f.read()
-    spec = sglang_source.spec(request.param)
-    assert sglang_source.sha256(pristine) == spec["pristine_sha256"]
-    return sglang_source.apply(pristine, spec)
 
 
 def test_patched_forward_dumps_what_the_model_returned(patched_source, tmp_path):

@@ -63,6 +63,24 @@ def test_bad_conversations_are_refused_with_a_reason(turns, reason):
         encoder().encode(turns)
 
 
+def test_the_configured_ignore_tokens_are_never_trained(job_dirs):
+    """chat_ignore_tokens reaches the tokenizer: SpecForge's ignore_token, e.g. Qwen3's
+    empty think block, untrained even inside a reply."""
+    path = job_dirs["root"] / "chat.jsonl"
+    path.write_text(json.dumps({"id": "c0", "conversations": [
+        {"role": "user", "content": "hello"},
+        {"role": "assistant", "content": "fine thanks ."}]}) + "\n", encoding="utf-8")
+    cfg = config_for(job_dirs, path, "http://127.0.0.1:1", chat_assistant_header="<|assistant|>\n",
+                     chat_end_of_turn="<|end|>", tokenizer_path="/unused",
+                     chat_ignore_tokens=["thanks"])
+    job = jobmod.Job(cfg, torch, tokenizer_factory=lambda _p, **kw: chat.ConversationTokenizer(
+        tiny_tokenizer(), **kw))
+    job.load_dataset()
+    sample, = job.samples.values()
+    words = tiny_tokenizer().convert_ids_to_tokens(sample.input_ids.tolist())
+    assert [w for w, m in zip(words, sample.loss_mask) if m] == ["fine", ".", "<|end|>"]
+
+
 def test_max_length_truncates():
     ids, mask = encoder(max_length=4).encode([{"role": "user", "content": "hello"},
                                               {"role": "assistant", "content": "fine"}])

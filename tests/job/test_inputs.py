@@ -93,7 +93,9 @@ def test_config_rejects_bad_values_naming_key_and_value(tmp_path):
              ({"output_dir": "rel"}, "output_dir='rel'"), ({"shm_low": 0.9}, "shm_low=0.9"),
              ({"concurrency": 0}, "concurrency=0"), ({"request_timeout": float("nan")}, "nan"),
              ({"dataset": "/a\nb"}, "dataset="), ({"server_url": "ftp://x"}, "server_url"),
-             ({"output_dir": "/dev/shm/x"}, "output_dir"), ({"nope": 1}, "unknown keys in the config: nope")]
+             ({"output_dir": "/dev/shm/x"}, "output_dir"), ({"nope": 1}, "unknown keys in the config: nope"),
+             ({"chat_ignore_tokens": [""]}, "chat_ignore_tokens"),
+             ({"chat_ignore_tokens": "<think>"}, "chat_ignore_tokens")]
     for over, text in cases:
         with pytest.raises(config.ConfigError, match=text.replace("(", r"\(")):
             config.from_dict({**base, **over})

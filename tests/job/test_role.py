@@ -73,6 +73,10 @@ def test_role_installs_configures_and_the_unit_command_extracts(job_dirs):
             "extraction_job_systemd_dir": str(tmp / "systemd"),
             "extraction_job_output_free_floor_gib": 0, "extraction_job_output_free_resume_gib": 0,
             "extraction_job_shm_high": 1.0, "extraction_job_shm_low": 1.0,
+            # SpecForge's qwen3-instruct markers as they are, newlines included
+            "extraction_job_chat_assistant_header": "<|im_start|>assistant\n",
+            "extraction_job_chat_end_of_turn": "<|im_end|>\n",
+            "extraction_job_chat_ignore_tokens": ["<think>\n\n</think>\n\n"],
         }
         (tmp / "systemd").mkdir()
         first = run_role(tmp, extra)
@@ -97,6 +101,9 @@ def test_role_installs_configures_and_the_unit_command_extracts(job_dirs):
             assert cfg["shard_index"] == index and cfg["shard_count"] == 3
             assert cfg["output_dir"] == f"{tmp}/srv/testjob/shard-{index}-of-3"
             assert cfg["dataset"] == f"{tmp}/var/testjob.jsonl"
+            assert (cfg["chat_assistant_header"], cfg["chat_end_of_turn"]) == (
+                "<|im_start|>assistant\n", "<|im_end|>\n")
+            assert cfg["chat_ignore_tokens"] == ["<think>\n\n</think>\n\n"]
             configs[index] = cfg
         assert (tmp / "var" / "testjob.jsonl").read_bytes() == dataset.read_bytes()
 

@@ -17,7 +17,8 @@ set, on TP rank 0 of the last pipeline stage:
   sglang adds 1 to every id when the first id is 1, and the files record both);
 * settings under which rank 0 does not hold every row of a batch (DP attention,
   attention-TP scattered input, prefill context parallel) are refused at start:
-  gathering the rows would need a collective that the other ranks never join;
+  gathering the rows would need a collective that the other ranks never join; so is
+  two-batch overlap, under which sglang does not capture the aux layers;
 * only ``forward_mode == ForwardMode.EXTEND`` passes are captured (decode, MIXED,
   TARGET_VERIFY and the other ``is_extend()`` modes are left alone);
 * the token ids come from the ``input_ids`` argument, or from the batch when a
@@ -240,6 +241,12 @@ _PARALLEL_SETTINGS_0_5_14 = (  # global server args
 _PARALLEL_SETTINGS_0_5_23 = (  # runtime_context.get_parallel()
     "enable_attn_tp_input_scattered", "enable_prefill_cp", "attn_cp_size", "attn_dp_size",
 )
+# The settings under which the aux layers are not captured: with two-batch overlap,
+# DeepseekV2Model.forward runs the layers after the dense ones through the overlapped
+# path (model_forward_maybe_tbo / model_forward_stages), which is given no capture list.
+# 0.5.14 keeps it in the global server args, 0.5.23 in runtime_context.get_exec().overlap
+# (what sglang's own runtime reads).
+_AUX_SKIPPING_SETTINGS = ("enable_two_batch_overlap",)
 
 
 def _setting(source, name):
@@ -264,21 +271,38 @@ def _sglang_server_args():
         return get_server_args(), get_parallel()
 
 
+def _sglang_overlap_settings():
+    """Where this sglang keeps two-batch overlap: 0.5.23's ``get_exec().overlap``."""
+    try:
+        from sglang.srt.runtime_context import get_exec
+    except ImportError:
+        return None
+    try:
+        return get_exec().overlap
+    except Exception:  # pylint: disable=broad-except  # not published in this process
+        return None
+
+
 def _sglang_parallel_settings():
-    """``{setting: value}`` of the settings that are on and split a pass's rows."""
+    """``{setting: value}`` of the settings that are on and split a pass's rows or
+    leave the aux layers uncaptured."""
     args, parallel = _sglang_server_args()
     if args is None and parallel is None:
         return {}
-    source, names = (args, _PARALLEL_SETTINGS_0_5_14) if parallel is None \
-        else (parallel, _PARALLEL_SETTINGS_0_5_23)
+    if parallel is None:  # 0.5.14: all of them in the server args
+        sources = [(args, _PARALLEL_SETTINGS_0_5_14 + _AUX_SKIPPING_SETTINGS)]
+    else:
+        sources = [(parallel, _PARALLEL_SETTINGS_0_5_23),
+                   (_sglang_overlap_settings(), _AUX_SKIPPING_SETTINGS)]
     found = {}
-    for name in names:
-        value = _setting(source, name)
-        if name.endswith("_size"):
-            if isinstance(value, int) and value > 1:
-                found[name] = value
-        elif value is True:
-            found[name] = True
+    for source, names in sources:
+        for name in names:
+            value = _setting(source, name)
+            if name.endswith("_size"):
+                if isinstance(value, int) and value > 1:
+                    found[name] = value
+            elif value is True:
+                found[name] = True
     return found
 
 
@@ -289,16 +313,30 @@ def _sglang_chunked_prefill_size():
     return size if isinstance(size, int) and size > 0 else None
 
 
+def _named(settings):
+    return ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))
+
+
 def refuse_unsupported_parallelism(settings):
-    """Raise, naming the settings, when rank 0 would not see whole batches."""
-    if settings:
-        named = ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))
+    """Raise, naming the settings, when rank 0 would not see whole batches or the
+    model would not hand back every aux layer."""
+    splitting = {k: v for k, v in settings.items() if k not in _AUX_SKIPPING_SETTINGS}
+    skipping = {k: v for k, v in settings.items() if k in _AUX_SKIPPING_SETTINGS}
+    reasons = []
+    if splitting:
+        reasons.append(
+            f"{_named(splitting)}: with attention DP, attention-TP scattered input or "
+            "prefill context parallel, TP rank 0 holds only its share of a batch's rows, "
+            "and gathering them would run a collective on one rank and hang the server.")
+    if skipping:
+        reasons.append(
+            f"{_named(skipping)}: with two-batch overlap (--enable-two-batch-overlap) "
+            "sglang runs the layers after the dense ones as overlapped micro-batches, a "
+            "path that captures no aux hidden states, so the files would lack aux layers.")
+    if reasons:
         raise HiddenStateCaptureError(
-            f"hidden-state capture: {named}: with attention DP, attention-TP scattered "
-            "input or prefill context parallel, TP rank 0 holds only its share of a "
-            "batch's rows, and gathering them would run a collective on one rank and "
-            "hang the server. Turn these off for an extraction server."
-        )
+            "hidden-state capture: " + " ".join(reasons)
+            + " Turn these off for an extraction server.")
 
 
 def install(model, tp_rank=None, environ=None, parallel=None):

@@ -32,6 +32,8 @@ class JobConfig:  # pylint: disable=too-many-instance-attributes
     chat_assistant_header: str = ""        # conversations: where an assistant turn starts
     chat_end_of_turn: str = ""             # conversations: where a turn ends
     chat_system_prompt: str = ""
+    # conversations: text never trained on, wherever it is (SpecForge's ignore_token)
+    chat_ignore_tokens: list = dataclasses.field(default_factory=list)
     max_length: int = 0                    # conversations: truncate (0: no limit)
     shard_index: int = 0
     shard_count: int = 1
@@ -92,6 +94,9 @@ class JobConfig:  # pylint: disable=too-many-instance-attributes
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 bad(key, f"expected an integer >= {minimum}")
+        if not isinstance(self.chat_ignore_tokens, list) or any(
+                not isinstance(t, str) or not t for t in self.chat_ignore_tokens):
+            bad("chat_ignore_tokens", "expected a list of non-empty strings")
         if self.shard_index >= self.shard_count:
             bad("shard_index", f"expected 0 <= shard_index < shard_count ({self.shard_count})")
         floats = ("request_timeout", "backoff_initial", "backoff_max", "ack_timeout",

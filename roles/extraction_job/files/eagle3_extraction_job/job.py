@@ -123,7 +123,8 @@ class Job:  # pylint: disable=too-many-instance-attributes
             tok = self.tokenizer_factory(
                 cfg.tokenizer_path or cfg.model_path,
                 assistant_header=cfg.chat_assistant_header, end_of_turn=cfg.chat_end_of_turn,
-                system_prompt=cfg.chat_system_prompt, max_length=cfg.max_length)
+                system_prompt=cfg.chat_system_prompt, max_length=cfg.max_length,
+                ignore_tokens=cfg.chat_ignore_tokens)
             for sample in pending:
                 try:
                     sample.input_ids, sample.loss_mask = tok.encode(sample.conversations)

@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
-    RULES, ROLES, cross_host_errors, host_value_errors, load_specs, role_value_errors, rollout_errors)
+    RULES, ROLES, TEMPLATE_TEXT, cross_host_errors, host_value_errors, load_specs, role_value_errors,
+    rollout_errors)
 
 SPECS = load_specs()
 ROLE_OF = dict((name, role) for role, options in SPECS.items() for name in options)
@@ -115,11 +116,14 @@ BAD = {
     'extraction_job_output_free_resume_gib': [-1, 1048577],
     'extraction_job_space_margin': [-0.1, 11],
     'extraction_job_restart_sec': [-1, 86401],
+    'extraction_job_chat_ignore_tokens': [['esc\x1bape'], ['<think>\r\n']],
 }
-# rule 1 for every string variable: a newline or another control character in it
+# rule 1 for every string variable: a newline or another control character in it (the chat
+# template's text may hold newlines and tabs, nothing else)
 STRINGS = sorted(name for options in SPECS.values() for name, option in options.items() if option['type'] == 'str')
 CASES = [(name, value) for name, values in BAD.items() for value in values] + \
-    [(name, value) for name in STRINGS for value in ('two\nlines', 'esc\x1bape', 'cr\r')]
+    [(name, value) for name in STRINGS for value in ('two\nlines', 'esc\x1bape', 'cr\r')
+     if not (name in TEMPLATE_TEXT and value == 'two\nlines')]
 
 
 def test_every_rule_is_for_a_variable_of_a_role_spec():
@@ -164,6 +168,12 @@ GOOD = {
     'sglang_server_dist_init_host': ['', '10.0.0.1', 'node-a.example'],
     'extraction_job_name': ['extraction', 'sharegpt-v2'],
     'extraction_job_shm_high': [0.7],
+    # SpecForge's templates as they are: qwen, llama3 (its system prompt has blank lines), phi3
+    'extraction_job_chat_assistant_header': ['<|im_start|>assistant\n',
+                                             '<|start_header_id|>assistant<|end_header_id|>\n\n'],
+    'extraction_job_chat_end_of_turn': ['<|im_end|>\n', '<|end|>\n', '<|eot_id|>'],
+    'extraction_job_chat_system_prompt': ['You are helpful.\n\nIf a question makes no sense, say so.'],
+    'extraction_job_chat_ignore_tokens': [['<think>\n\n</think>\n\n'], []],
 }
 
 
