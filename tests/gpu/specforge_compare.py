@@ -3,7 +3,10 @@
     python3 specforge_compare.py OURS_DIR SPECFORGE_DIR --label NAME [--bit-equal]
 
 Samples are paired by their ``input_ids`` (SpecForge shuffles the dataset and names files
-by position; the job names them by dataset line). For each pair: ``input_ids`` and
+by position; the job names them by dataset line). With --strip-padding the second dir's
+samples lose the rows SpecForge's batching padded them with (--batch-size > 1 pads each
+sample to its batch's longest, pad id and loss mask 0); --theirs-may-drop counts samples
+missing there (its DataLoader drops the last, partial batch) instead of failing. For each pair: ``input_ids`` and
 ``loss_mask`` must be equal, and ``aux_hidden_state`` / ``hidden_state`` are compared: the
 largest absolute difference and the share of token rows equal bit for bit. With
 --bit-equal every row must be bit-equal; without it the difference is reported against
@@ -21,15 +24,31 @@ import sys
 import torch
 
 
-def load_dir(path):
-    out = {}
+def strip_padding(data, pad_id):
+    """A sample without the rows SpecForge's batching padded it with: trailing positions
+    whose id is the pad id and whose loss mask is 0."""
+    ids, mask = data["input_ids"].view(-1), data["loss_mask"].view(-1)
+    length = ids.numel()
+    while length and int(ids[length - 1]) == pad_id and int(mask[length - 1]) == 0:
+        length -= 1
+    return {"input_ids": ids[:length], "loss_mask": mask[:length],
+            "aux_hidden_state": data["aux_hidden_state"][:, :length],
+            "hidden_state": data["hidden_state"][:, :length]}, ids.numel() - length
+
+
+def load_dir(path, pad_id=None):
+    """{input_ids bytes: (file, sample)}; with pad_id, the samples without their padding."""
+    out, padded = {}, 0
     for root, _dirs, files in os.walk(path):
         for name in files:
             if name.endswith(".ckpt"):
                 data = torch.load(os.path.join(root, name), map_location="cpu", weights_only=True)
+                if pad_id is not None:
+                    data, pad = strip_padding(data, pad_id)
+                    padded += pad
                 key = data["input_ids"].view(-1).to(torch.int64).numpy().tobytes()
                 out[key] = (os.path.relpath(os.path.join(root, name), path), data)
-    return out
+    return out, padded
 
 
 def compare_tensor(ours, theirs):
@@ -52,12 +71,24 @@ def main():  # pylint: disable=too-many-locals
     parser.add_argument("theirs")
     parser.add_argument("--label", required=True)
     parser.add_argument("--bit-equal", action="store_true")
+    parser.add_argument("--strip-padding", action="store_true",
+                        help="THEIRS holds samples padded to their batch's longest: compare without it")
+    parser.add_argument("--pad-id", type=int, default=0)
+    parser.add_argument("--theirs-may-drop", action="store_true",
+                        help="samples missing from THEIRS are counted and named, not a failure")
     parser.add_argument("--max-steps", type=float, default=4.0,
                         help="the largest difference still called bf16 rounding, in bf16 steps")
     args = parser.parse_args()
-    ours, theirs = load_dir(args.ours), load_dir(args.theirs)
+    ours, _none = load_dir(args.ours)
+    theirs, padded = load_dir(args.theirs, args.pad_id if args.strip_padding else None)
     fails = []
-    if set(ours) != set(theirs):
+    missing, extra = set(ours) - set(theirs), set(theirs) - set(ours)
+    if args.strip_padding:
+        print(f"{args.label}: {padded} padding rows left out of {len(theirs)} samples there")
+    if missing and args.theirs_may_drop:
+        print(f"{args.label}: {len(missing)} of {len(ours)} samples are not there: "
+              + ", ".join(sorted(ours[k][0] for k in missing)[:8]) + (" ..." if len(missing) > 8 else ""))
+    if extra or (missing and not args.theirs_may_drop):
         fails.append(f"{len(ours)} samples here, {len(theirs)} there, "
                      f"{len(set(ours) & set(theirs))} with the same input_ids")
     rows = {"aux_hidden_state": [], "hidden_state": []}
@@ -85,7 +116,8 @@ def main():  # pylint: disable=too-many-locals
         if line and shown < 10:
             shown += 1
             print(f"  {our_name} ({a['input_ids'].numel()} tokens) vs {their_name}: " + "; ".join(line))
-    summary = {"label": args.label, "samples": len(set(ours) & set(theirs)), "tokens": tokens}
+    summary = {"label": args.label, "samples": len(set(ours) & set(theirs)), "tokens": tokens,
+               "missing_there": len(missing), "padding_rows": padded}
     for name, items in rows.items():
         total = sum(n for _s, n in items) or 1
         summary[name] = {

@@ -66,8 +66,10 @@ def write_tokenizer(model_dir, vocab_size):
 
 def write_heads(model_dir, vocab_size, hidden, seed):
     """The target's embedding and LM head for SpecForge's trainer. sglang's dummy weights
-    are uniform in +-1e-3, so its final hidden states are small: the LM head is scaled so
-    the target's next-token distribution is not flat (a flat one teaches a draft nothing)."""
+    are uniform in +-1e-3, the final norm's too, so the final hidden state's entries are
+    about 5e-4: an LM head of std 300 gives logits of std about 3 (sqrt(hidden) * 300 *
+    5e-4), a target distribution with something to learn. With std 1 its logits would
+    differ by hundredths and every target would be flat."""
     # pylint: disable=import-outside-toplevel
     import torch
     from safetensors.torch import save_file
@@ -75,7 +77,7 @@ def write_heads(model_dir, vocab_size, hidden, seed):
     gen = torch.Generator().manual_seed(seed)
     tensors = {
         "model.embed_tokens.weight": torch.randn(vocab_size, hidden, generator=gen) * 0.02,
-        "lm_head.weight": torch.randn(vocab_size, hidden, generator=gen) * (30.0 / math.sqrt(hidden)),
+        "lm_head.weight": torch.randn(vocab_size, hidden, generator=gen) * 300.0,
     }
     tensors = {k: v.to(torch.bfloat16).contiguous() for k, v in tensors.items()}
     save_file(tensors, os.path.join(model_dir, "model.safetensors"))

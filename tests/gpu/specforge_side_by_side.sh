@@ -12,9 +12,11 @@
 #            runs by default (job concurrency 16 into chunked prefill and mixed batches;
 #            --batch-size 32): tests/gpu/specforge_compare.py sample by sample, and the
 #            layers each side resolved.
-#   train    SpecForge's own EAGLE-3 offline training (specforge train) for 60 steps with
-#            a one-layer draft, once on our default-run output, once on SpecForge's: the
-#            two loss curves (a table, a PNG in $OUT). Run after tensors, same machine.
+#   train    SpecForge's own EAGLE-3 offline training (specforge train) for 120 steps with
+#            a one-layer draft, once on our default-run output, once on SpecForge's, each
+#            evaluated every 25 steps on the same fixed set (our one-at-a-time output,
+#            bit-equal to SpecForge's): the two loss curves (a table, a PNG in $OUT). Run
+#            after tensors, on the same machine.
 #   speed    the wide model (hidden 7168, 32 layers, 32 experts), 384 conversations of
 #            2,048 tokens: tokens/s from the first request until every file is durable,
 #            server + job against prepare_hidden_states.py (--batch-size 32 and 64, IO
@@ -113,9 +115,13 @@ if [ "$MODE" = tensors ] || [ "$MODE" = tensors-specforge ]; then
   specforge_side "$M/model" "$M/conversations.jsonl" "$M/draft.json" "$WORK/sf-default" default
   compare() { env "${SGL_ENV[@]}" "$SGL_PY" tests/gpu/specforge_compare.py "$@" || FAILS=$((FAILS + 1)); }
   compare "$WORK/ours-single" "$WORK/sf-single" --label "one prompt at a time (ours vs SpecForge)" --bit-equal
-  compare "$WORK/ours-default" "$WORK/sf-default" --label "each as it runs by default (ours vs SpecForge)"
+  # SpecForge's default batches pad every sample to its batch's longest and drop the last,
+  # partial batch (its DataLoader's drop_last): paired without the padding, the dropped ones named
+  compare "$WORK/ours-default" "$WORK/sf-default" --label "each as it runs by default (ours vs SpecForge)" \
+    --strip-padding --theirs-may-drop
   compare "$WORK/ours-default" "$WORK/ours-single" --label "ours: default vs one at a time"
-  compare "$WORK/sf-default" "$WORK/sf-single" --label "SpecForge: batch 32 vs batch 1"
+  compare "$WORK/sf-single" "$WORK/sf-default" --label "SpecForge: batch 1 vs batch 32" \
+    --strip-padding --theirs-may-drop
 elif [ "$MODE" = train ]; then
   M=$WORK/m61
   for side in ours-default sf-default; do
@@ -128,20 +134,22 @@ model:
   torch_dtype: bfloat16
 data:
   hidden_states_path: $WORK/$side
+  eval_hidden_states_path: $WORK/ours-single
   max_length: 4096
   chat_template: qwen
   cache_dir: $WORK/train-$side/cache
 training:
   strategy: eagle3
-  num_epochs: 1
-  max_steps: 60
+  num_epochs: 2
+  max_steps: 120
   batch_size: 1
-  learning_rate: 5.0e-4
+  learning_rate: 1.0e-3
   max_grad_norm: 0.5
   ttt_length: 7
   attention_backend: sdpa
   log_interval: 1
   save_interval: 0
+  eval_interval: 25
   seed: 0
 run_id: side-by-side-$side
 output_dir: $WORK/train-$side/out
