@@ -106,15 +106,26 @@ def _host(variable, value):
     return value
 
 
+def bind(values):
+    """(the variable, the host) the server binds, as the config file will hold it; AddressError when bad."""
+    variable, host = _merged(values, 'host', 'sglang_server_host')
+    return variable, _host(variable, host)
+
+
+def loopback(host):
+    """Whether a bind host serves only its own container."""
+    return host in LOOPBACK or bool(_ip(host) and _ip(host).is_loopback)
+
+
 def _url(host, port):
     return 'http://%s:%d' % ('[%s]' % host if ':' in host else host, port)
 
 
-def _controller_host(name, values, bind):
+def _controller_host(name, values, bind_host):
     """The bind host when it is a real address, else the container's ansible_host (else its name):
     a wildcard or loopback bind is not an address the controller can call."""
-    if bind not in WILDCARD and bind not in LOOPBACK and not (_ip(bind) and _ip(bind).is_loopback):
-        return bind
+    if bind_host not in WILDCARD and not loopback(bind_host):
+        return bind_host
     found = values.get('ansible_host') or name
     if not isinstance(found, str) or not (_ip(found) or HOST_NAME.fullmatch(found)):
         raise AddressError('ansible_host=%s of %s is not an address or host name' % (show(found), name))
@@ -123,10 +134,10 @@ def _controller_host(name, values, bind):
 
 def _own(name, values):
     port = _port(*_merged(values, 'port', 'sglang_server_port'))
-    bind = _host(*_merged(values, 'host', 'sglang_server_host'))
-    controller = _url(_controller_host(name, values, bind), port)
-    local = _url('127.0.0.1' if bind in WILDCARD else bind, port)
-    return port, bind, local, controller
+    dummy, bind_host = bind(values)
+    controller = _url(_controller_host(name, values, bind_host), port)
+    local = _url('127.0.0.1' if bind_host in WILDCARD else bind_host, port)
+    return port, bind_host, local, controller
 
 
 def address(hosts, host):
@@ -140,7 +151,7 @@ def address(hosts, host):
     """
     where = layout(hosts, host)
     values = hosts.get(host, {})
-    port, bind, local, controller = _own(host, values)
+    port, bind_host, local, controller = _own(host, values)
     if where['rank'] > 0:
         rank0 = where['rank0']
         try:
@@ -148,4 +159,4 @@ def address(hosts, host):
         except AddressError as exc:
             raise AddressError('rank 0 (%s) of server %s: %s' % (rank0, where['name'], exc)) from None
         local = controller
-    return {'port': port, 'host': bind, 'client_url': local, 'controller_url': controller, 'rank0': where['rank0']}
+    return {'port': port, 'host': bind_host, 'client_url': local, 'controller_url': controller, 'rank0': where['rank0']}
