@@ -33,7 +33,7 @@ description:
     node of one server only (the vmid rule above).
   - Then extract.yml's rollout variables (O(rollout)).
   - Then, for an inventory that passed, each host's server address (C(plugin_utils/server_address.py), the
-    filter C(eagle3.extraction.sglang_server_address)) in RV(addresses): a port or host no address can be made
+    filter C(eagle3.extraction.sglang_server_address)) in RV(addresses); a port or host no address can be made
     of fails too.
   - Fails once, listing every problem with its host, variable and value (an API key is never shown).
     A variable that refers to a fact set later by a role is skipped here (the role checks it when it starts)
