@@ -290,8 +290,8 @@ def scenario(tmp_path_factory):
          '--count', str(shard) % ('ct1', 0), '--count', str(shard) % ('ct2', 1), '--count', str(shard) % ('ct2', 2),
          '--leftover', str(shard) % ('ct3', 2)], capture_output=True, text=True, timeout=300, check=False)
     facts['check'] = (check.returncode, check.stdout, check.stderr)
-    facts['moved']['handover_config'] = json.loads(ct('ct2', 'cat /etc/eagle3-extraction/%s-shard-2.json'
-                                                       % JOB).stdout)
+    handed = ct('ct2', 'cat /etc/eagle3-extraction/%s-shard-2.json' % JOB).stdout
+    facts['moved']['handover_config'] = json.loads(handed)
     # 6. stop.yml on ct2 frees the port its server really had
     runner, output = playbook(tmp, 'stop', 'playbooks/stop.yml', {'stop_hosts': 'ct2'}, inventories=[moved])
     facts['moved']['stop'] = (runner.rc, output, ct('ct2', 'ss -H -ltn sport = :%d' % MOVED_PORT).stdout.strip(),
