@@ -74,7 +74,9 @@ def copy_baseline(src_dir, dst_dir, workers):
 def drain_round(args, dataset, dump_dir, out):
     """The job's own leftover pass over every dump: load, check, write, fsync, record, delete."""
     import torch  # pylint: disable=import-outside-toplevel
+    # the drain sends nothing: the URL is required, not called
     cfg = config.JobConfig(job="bench", dataset=dataset, output_dir=out, dump_dir=dump_dir,
+                           server_url="http://127.0.0.1:9",
                            hidden_size=args.hidden, captured_layers=args.layers,
                            drain_workers=args.drain_workers, output_free_floor_bytes=0,
                            output_free_resume_bytes=0)

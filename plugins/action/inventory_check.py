@@ -2,7 +2,9 @@
 # Copyright: eagle3.extraction maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """inventory_check: every container's values against the roles' argument specs and rules,
-the rules across hosts and the rollout's, on the controller, before any host is touched."""
+the rules across hosts and the rollout's, on the controller, before any host is touched; then,
+for a valid inventory, each server's address (plugin_utils/server_address.py), which the rollout
+table places."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.controller_check import ControllerCheck
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
     cross_host_errors, host_value_errors, load_specs, rollout_errors)
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_address import AddressError, address
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import layout_errors
 
 
@@ -53,10 +56,33 @@ class ActionModule(ControllerCheck):
         errors.extend(rollout_errors(rollout.get('extract_serial', '100%'),
                                      rollout.get('extract_max_fail_percentage', 100),
                                      rollout.get('extract_reclaim', True), rollout.get('extract_force', False)))
-        result.update(changed=False, hosts=len(args['hosts']), unresolved=unresolved)
+        addresses = {}
+        if not errors:
+            addresses, errors = _addresses(values, hostvars)
+        result.update(changed=False, hosts=len(args['hosts']), unresolved=unresolved, addresses=addresses)
         if errors:
             result.update(failed=True, errors=errors,
                           msg='the inventory is not valid; nothing was changed:\n' + '\n'.join(errors))
         else:
             result['msg'] = '%d containers checked' % len(args['hosts'])
         return result
+
+
+def _addresses(values, hostvars):
+    """{host: its server's address} of every host, and the messages of those that have none.
+
+    Asked only of an inventory the rules above passed, so that a bad port is named once; what they
+    let through and no address can be made of (a host that is not an address) is named here.
+    """
+    seen = {}
+    for host, own in values.items():
+        seen[host] = dict(own)
+        if 'ansible_host' in hostvars[host]:
+            seen[host]['ansible_host'] = hostvars[host]['ansible_host']
+    addresses, errors = {}, []
+    for host in values:
+        try:
+            addresses[host] = address(seen, host)
+        except AddressError as exc:
+            errors.append('%s: %s' % (host, exc))
+    return addresses, errors

@@ -32,6 +32,9 @@ description:
     O(rollout.extract_serial) must be V(100%) (the nodes start together). A container is one host, so it is a
     node of one server only (the vmid rule above).
   - Then extract.yml's rollout variables (O(rollout)).
+  - Then, for an inventory that passed, each host's server address (C(plugin_utils/server_address.py), the
+    filter C(eagle3.extraction.sglang_server_address)) in RV(addresses); a port or host no address can be made
+    of fails too.
   - Fails once, listing every problem with its host, variable and value (an API key is never shown).
     A variable that refers to a fact set later by a role is skipped here (the role checks it when it starts)
     and listed in RV(unresolved).
@@ -91,6 +94,17 @@ errors:
   returned: failed
   type: list
   elements: str
+addresses:
+  description:
+    - Per host, its server's address, as the sglang_server role will have it (role defaults from its argument spec).
+    - C(port) and C(host), what the server binds (the merged flags); C(client_url), what a client on the host calls
+      (loopback for a wildcard bind; rank 0's URL on a node of rank > 0); C(controller_url), what the controller
+      calls; C(rank0).
+    - Empty when the inventory is not valid.
+  returned: always
+  type: dict
+  sample: {ct1: {port: 30000, host: 0.0.0.0, client_url: "http://127.0.0.1:30000",
+                 controller_url: "http://10.200.0.101:30000", rank0: ct1}}
 unresolved:
   description: C(<host> - <variable>) of the values that refer to facts not set yet, left to the role.
   returned: always

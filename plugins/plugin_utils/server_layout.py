@@ -23,7 +23,6 @@ NAME = 'sglang_server_name'
 RANK = 'sglang_server_node_rank'
 DEFAULT_DIST_INIT_PORT = 5000
 SERVER_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,62}')
-LOOPBACK = ('127.0.0.1', 'localhost', '::1')
 # What every node of one server must agree on: the same SGLang, the same patch, the same model and
 # flags (the inventory's values; a value set on one node and not on another differs too).
 SAME_ON_EVERY_NODE = (
@@ -146,6 +145,22 @@ def _rank_errors(name, nodes, hosts):
     return errors
 
 
+def _rank0_loopback_errors(name, rank0, values):
+    """Rank 0 must listen where the other nodes reach it: the host it really binds (its flags win)."""
+    # server_address reads this module's layout: imported here, not at the top
+    from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_address import (  # pylint: disable=import-outside-toplevel
+        AddressError, bind, loopback)
+    try:
+        variable, host = bind(values)
+    except AddressError:
+        return []   # inventory_check names it with the addresses
+    if not loopback(host):
+        return []
+    return ['server %s: rank 0 (%s) listens on %s=%s%s; the other nodes wait on its /health: give an address they '
+            'reach (0.0.0.0)' % (name, rank0, variable, host, '' if variable in values or variable != 'sglang_server_host'
+                                 else ' (the default)')]
+
+
 def layout_errors(hosts, serial='100%'):
     """What cannot work, as messages naming the server, its hosts and the values."""
     errors = []
@@ -178,10 +193,7 @@ def layout_errors(hosts, serial='100%'):
                               'the sum of its nodes\' GPUs, the same number on each (%s: %d in all)'
                               % (name, tp, ', '.join('%s %d' % pair for pair in counts), total))
         rank0 = layout(hosts, nodes[0])['rank0']
-        if hosts[rank0].get('sglang_server_host', '127.0.0.1') in LOOPBACK:
-            errors.append('server %s: rank 0 (%s) listens on sglang_server_host=%s; the other nodes wait on its '
-                          '/health: give an address they reach (0.0.0.0)'
-                          % (name, rank0, hosts[rank0].get('sglang_server_host', '127.0.0.1 (the default)')))
+        errors.extend(_rank0_loopback_errors(name, rank0, hosts[rank0]))
         if serial != '100%' and list(serial if isinstance(serial, (list, tuple)) else [serial]) != ['100%']:
             errors.append('server %s spans %s: its nodes start together, so extract_serial=%s must be "100%%"'
                           % (name, ', '.join(nodes), show(serial)))

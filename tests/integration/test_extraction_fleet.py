@@ -3,7 +3,9 @@ samples, every fault once, and the output proven sample by sample.
 
 One scenario, faults batched so that few playbook runs are needed:
 
-1. extract.yml starts the job (shards 0, 1, 2 on ct1, ct2, ct3). The stand-in servers
+1. extract.yml starts the job (shards 0, 1, 2 on ct1, ct2, ct3); ct2's server is moved to port
+   30000 through sglang_server_flags, and its job, the rollout table, the convergence cache
+   and, at the end, stop.yml use that port. The stand-in servers
    dump through the real capture module (CPU torch, hidden size 64, 3 captured layers),
    paced so that each shard takes half a minute.
 2. Mid-job, at once: ct2's job is SIGKILLed; ct3's container is stopped and started
@@ -45,6 +47,8 @@ JOB_DIR = '%s/%s' % (OUTPUT_ROOT, JOB)
 DUMP_DIR = '/dev/shm/sglang_hs'
 FILL = '/dev/shm/fleetx-fill'
 UNIT = 'eagle3-extraction-job@%s-shard-%%d.service' % JOB
+# ct2's server listens here, moved through sglang_server_flags alone (sglang_server_port stays 8000)
+MOVED_PORT = 30000
 CONCURRENCY = 4
 # the stand-in's pass takes this long: about 20 samples/s a host, half a minute a shard
 FORWARD_MS = '200'
@@ -147,6 +151,15 @@ def debug_msg(runner, task):
     return None
 
 
+def moved_port_inventory(tmp):
+    """ct2's flags: the demo's, and port 30000 (a host's flags replace the group's whole)."""
+    with open(os.path.join(DEMO_INVENTORY, 'group_vars', 'extraction_servers.yml')) as f:
+        flags = dict(yaml.safe_load(f)['sglang_server_flags'], port=MOVED_PORT)
+    path = tmp / 'moved-port.yml'
+    path.write_text(yaml.safe_dump({'all': {'hosts': {'ct2': {'sglang_server_flags': flags}}}}))
+    return path
+
+
 def clean_slate():
     """No unit, output, config or fill of this job from an earlier run of this test."""
     for name in CTS:
@@ -182,10 +195,17 @@ def scenario(tmp_path_factory):
                               'SGLANG_STANDIN_FORWARD_MS': FORWARD_MS},
     }
     facts = {'snapshots': {}}
+    moved = moved_port_inventory(tmp)
 
     # 1. the job starts on every server
-    runner, output = playbook(tmp, 'start', 'extract.yml', extravars)
+    runner, output = playbook(tmp, 'start', 'extract.yml', extravars, inventories=[moved])
     assert runner.rc == 0, output[-3000:]
+    facts['moved'] = {'table': debug_msg(runner, 'Print one line per extraction server, then each failure and its '
+                                                 'cause'),
+                      'listening': {port: ct('ct2', 'ss -H -ltn sport = :%d' % port).stdout.strip()
+                                    for port in (8000, MOVED_PORT)},
+                      'stamp': json.loads(ct('ct2', 'cat /var/lib/eagle3-extraction-converged.json').stdout),
+                      'config': json.loads(ct('ct2', 'cat /etc/eagle3-extraction/%s-shard-1.json' % JOB).stdout)}
     timings['extract.yml (start)'] = time.time() - t0
     print('[%4.0f s] %s' % (timings['extract.yml (start)'], 'extract.yml (start)'), flush=True)
     for name, shard in (('ct1', 0), ('ct2', 1), ('ct3', 2)):
@@ -227,7 +247,7 @@ def scenario(tmp_path_factory):
     handover = tmp / 'handover.yml'
     handover.write_text(yaml.safe_dump({'all': {'hosts': {'ct2': {'extraction_job_shard_indexes': [1, 2]}}}}))
     runner, output = playbook(tmp, 'handover', 'extract.yml', extravars, limit='ct1,ct2,pve1',
-                              inventories=[handover])
+                              inventories=[moved, handover])
     assert runner.rc == 0, output[-3000:]
     timings['extract.yml (handover)'] = time.time() - t0
     print('[%4.0f s] %s' % (timings['extract.yml (handover)'], 'extract.yml (handover)'), flush=True)
@@ -270,6 +290,13 @@ def scenario(tmp_path_factory):
          '--count', str(shard) % ('ct1', 0), '--count', str(shard) % ('ct2', 1), '--count', str(shard) % ('ct2', 2),
          '--leftover', str(shard) % ('ct3', 2)], capture_output=True, text=True, timeout=300, check=False)
     facts['check'] = (check.returncode, check.stdout, check.stderr)
+    handed = ct('ct2', 'cat /etc/eagle3-extraction/%s-shard-2.json' % JOB).stdout
+    facts['moved']['handover_config'] = json.loads(handed)
+    # 6. stop.yml on ct2 frees the port its server really had
+    runner, output = playbook(tmp, 'stop', 'playbooks/stop.yml', {'stop_hosts': 'ct2'}, inventories=[moved])
+    facts['moved']['stop'] = (runner.rc, output, ct('ct2', 'ss -H -ltn sport = :%d' % MOVED_PORT).stdout.strip(),
+                              debug_msg(runner, 'Report what was left'))
+    timings['stop.yml (ct2)'] = time.time() - t0
     timings['total'] = time.time() - t0
     print('[%4.0f s] %s' % (timings['total'], 'total'), flush=True)
     facts['timings'] = timings
@@ -324,3 +351,19 @@ def test_no_finished_file_was_rewritten(scenario):
 
 def test_no_dump_or_partial_file_is_left_in_shm(scenario):
     assert scenario['leftover_dumps'] == {name: [] for name in CTS}
+
+
+def test_the_port_moved_through_the_flags_is_used_by_everything(scenario):
+    """sglang_server_flags: {port: 30000} on ct2: its server listens there (not on 8000); its job's
+    configs, the rollout table, the convergence cache and stop.yml all use 30000; ct1 keeps 8000."""
+    moved = scenario['moved']
+    assert moved['listening'][8000] == '' and ':%d' % MOVED_PORT in moved['listening'][MOVED_PORT], moved['listening']
+    assert moved['config']['server_url'] == 'http://127.0.0.1:%d' % MOVED_PORT
+    assert moved['handover_config']['server_url'] == 'http://127.0.0.1:%d' % MOVED_PORT
+    rows = dict((line.split()[0], line) for line in moved['table'].splitlines() if line.startswith('ct'))
+    assert ' http://10.200.0.102:%d ' % MOVED_PORT in rows['ct2'], moved['table']
+    assert ' http://10.200.0.101:8000 ' in rows['ct1'], moved['table']
+    assert moved['stamp']['watch']['url'] == 'http://127.0.0.1:%d/health' % MOVED_PORT, moved['stamp']['watch']
+    rc, output, listening, report = moved['stop']
+    assert rc == 0, output[-3000:]
+    assert listening == '' and 'port %d free' % MOVED_PORT in report, report

@@ -87,12 +87,17 @@ def test_shards_partition_the_dataset_and_are_stable(tmp_path):
 
 
 def test_config_rejects_bad_values_naming_key_and_value(tmp_path):
-    base = dict(job="j", dataset="/d.jsonl", output_dir="/out/h", dump_dir="/dev/shm/x")
-    config.from_dict(base)
+    base = dict(job="j", dataset="/d.jsonl", output_dir="/out/h", dump_dir="/dev/shm/x",
+                server_url="http://127.0.0.1:30000")
+    assert config.from_dict(base).server_url == "http://127.0.0.1:30000"
+    # no default port to fall back on: a config without the server's URL is refused
+    with pytest.raises(config.ConfigError, match="missing keys in the config: server_url"):
+        config.from_dict({k: v for k, v in base.items() if k != "server_url"})
     cases = [({"job": "a-b"}, "job='a-b'"), ({"shard_index": 3, "shard_count": 3}, "shard_index=3"),
              ({"output_dir": "rel"}, "output_dir='rel'"), ({"shm_low": 0.9}, "shm_low=0.9"),
              ({"concurrency": 0}, "concurrency=0"), ({"request_timeout": float("nan")}, "nan"),
              ({"dataset": "/a\nb"}, "dataset="), ({"server_url": "ftp://x"}, "server_url"),
+             ({"server_url": ""}, "server_url='': required: the URL of the server"),
              ({"output_dir": "/dev/shm/x"}, "output_dir"), ({"nope": 1}, "unknown keys in the config: nope"),
              ({"chat_ignore_tokens": [""]}, "chat_ignore_tokens"),
              ({"chat_ignore_tokens": "<think>"}, "chat_ignore_tokens")]

@@ -38,7 +38,8 @@ class JobConfig:  # pylint: disable=too-many-instance-attributes
     shard_index: int = 0
     shard_count: int = 1
     # server
-    server_url: str = "http://127.0.0.1:8000"
+    # no default: the port is the server's (the role passes sglang_server's URL), never a guess
+    server_url: str = ""
     api_key_file: str = ""
     concurrency: int = 16
     request_timeout: float = 600.0
@@ -85,6 +86,9 @@ class JobConfig:  # pylint: disable=too-many-instance-attributes
             bad("output_dir", "must be its own directory, not / nor the dump dir")
         if self.dataset_format not in ("auto", "tokenized", "conversations"):
             bad("dataset_format", "expected auto, tokenized or conversations")
+        if not self.server_url:
+            bad("server_url", "required: the URL of the server the job sends to (the extraction_job role "
+                "passes the sglang_server role's)")
         if not self.server_url.startswith(("http://", "https://")):
             bad("server_url", "expected an http:// or https:// URL")
         ints = {"shard_count": 1, "shard_index": 0, "concurrency": 1, "max_attempts": 1,
@@ -140,7 +144,7 @@ def from_dict(raw):
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError(f"unknown keys in the config: {', '.join(unknown)}")
-    missing = sorted(k for k in ("job", "dataset", "output_dir") if k not in raw)
+    missing = sorted(k for k in ("job", "dataset", "output_dir", "server_url") if k not in raw)
     if missing:
         raise ConfigError(f"missing keys in the config: {', '.join(missing)}")
     return JobConfig(**raw)

@@ -33,6 +33,9 @@ GOOD = {
     'a named one-node server': fleet(ct1=node(0, name='solo', sglang_server_tp_size=2)),
     'two servers': fleet(a0=node(0), a1=node(1), b0=node(0, name='other'), b1=node(1, name='other')),
     'four nodes of one GPU each': fleet(**dict(('ct%d' % r, node(r, gpu_check_gpu_count=1)) for r in range(4))),
+    'rank 0 beyond loopback through its flags': fleet(
+        ct1=node(0, sglang_server_host='127.0.0.1', sglang_server_flags={'host': '0.0.0.0'}),
+        ct3=node(1, sglang_server_flags={'host': '0.0.0.0'})),
     'the GPUs unknown': fleet(ct1=node(0, gpu_check_gpu_count=None), ct3=node(1, gpu_check_gpu_count=None)),
 }
 
@@ -88,6 +91,10 @@ BAD = [
     ('rank 0 on the default host', fleet(ct1=dict((k, v) for k, v in node(0).items() if k != 'sglang_server_host'),
                                          ct3=node(1)),
      'listens on sglang_server_host=127.0.0.1 (the default)'),
+    # the host rank 0 really binds: its flags win over sglang_server_host (plugin_utils/server_address.py)
+    ('rank 0 on loopback through its flags', fleet(ct1=node(0, sglang_server_flags={'host': '::1'}),
+                                                   ct3=node(1, sglang_server_flags={'host': '::1'})),
+     "server duo: rank 0 (ct1) listens on sglang_server_flags['host']=::1"),
     ('a server named after another host', fleet(ct1=node(0, name='ct2'), ct3=node(1, name='ct2'),
                                                 ct2={'sglang_server_model_path': '/m'}),
      'server ct2 (sglang_server_name of ct1, ct3) has the name of the host ct2'),

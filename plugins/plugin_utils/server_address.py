@@ -1,0 +1,162 @@
+# -*- coding: utf-8 -*-
+# Copyright: eagle3.extraction maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Where an SGLang server listens and how it is called: the one owner of that fact.
+
+The port and bind host the server really gets are its merged flags' (``sglang_server_port`` and
+``sglang_server_host``, overridden by ``sglang_server_flags``' ``port``/``host``, overridden by
+``--port``/``--host`` in ``sglang_server_extra_args``: the order the role writes its config file
+in). From them, ``address`` gives the URL a client on the host calls (loopback for a wildcard bind;
+on a node of rank > 0, rank 0's URL) and the URL the controller calls (the container's
+``ansible_host``, or the bind host when it is a real address). The sglang_server role, the
+extraction job's default, the rollout table, stop and the convergence cache read it; none
+derives it again.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import show
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import layout
+
+COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# what the role's config file is made of, in the order it is merged (a later one wins)
+READ = ('sglang_server_host', 'sglang_server_port', 'sglang_server_flags', 'sglang_server_extra_args',
+        'ansible_host')
+WILDCARD = ('0.0.0.0', '::', '')
+LOOPBACK = ('127.0.0.1', 'localhost', '::1')
+HOST_NAME = re.compile(r'(?=.{1,253}\Z)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?'
+                       r'(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*')
+PORT = re.compile(r'[0-9]{1,5}')
+_DEFAULTS = {}
+
+
+class AddressError(ValueError):
+    """A value the address cannot be made of; the message names the variable and its value."""
+
+
+def defaults(collection=COLLECTION):
+    """sglang_server_host and sglang_server_port as the role's argument spec defaults them."""
+    if collection not in _DEFAULTS:
+        import yaml  # pylint: disable=import-outside-toplevel
+
+        with open(os.path.join(collection, 'roles', 'sglang_server', 'meta', 'argument_specs.yml')) as f:
+            options = yaml.safe_load(f)['argument_specs']['main']['options']
+        _DEFAULTS[collection] = dict((name, options[name]['default'])
+                                     for name in ('sglang_server_host', 'sglang_server_port'))
+    return _DEFAULTS[collection]
+
+
+def _extra_args(values):
+    """{'port': (variable, value), 'host': ...} from --port/--host in sglang_server_extra_args."""
+    args = values.get('sglang_server_extra_args') or []
+    if isinstance(args, str) or not isinstance(args, (list, tuple)):
+        raise AddressError('sglang_server_extra_args=%s is not a list of strings' % show(args))
+    found = {}
+    for index, token in enumerate(args):
+        if not isinstance(token, str) or not token.startswith('--'):
+            continue
+        key, sep, value = token[2:].partition('=')
+        if key in ('port', 'host'):
+            variable = 'sglang_server_extra_args[%d]' % index
+            if not sep:
+                if index + 1 >= len(args) or not isinstance(args[index + 1], str) \
+                        or args[index + 1].startswith('--'):
+                    raise AddressError('%s=%s has no value; give --%s VALUE' % (variable, show(token), key))
+                value = args[index + 1]
+                variable = 'sglang_server_extra_args[%d]' % (index + 1)
+            found[key] = (variable, value)
+    return found
+
+
+def _merged(values, key, variable):
+    """(variable, value) of --key as the config file will hold it: the last of the three that sets it."""
+    flags = values.get('sglang_server_flags')
+    if flags is None:
+        flags = {}
+    if not isinstance(flags, dict):
+        raise AddressError('sglang_server_flags=%s is not a dict' % show(flags))
+    chosen = (variable, values.get(variable, defaults()[variable]))
+    if key in flags:
+        chosen = ("sglang_server_flags['%s']" % key, flags[key])
+    return _extra_args(values).get(key, chosen)
+
+
+def _port(variable, value):
+    if isinstance(value, bool) or not isinstance(value, (int, str)) \
+            or (isinstance(value, str) and not PORT.fullmatch(value)) or not 1 <= int(value) <= 65535:
+        raise AddressError('%s=%s is not a port; give an integer from 1 to 65535' % (variable, show(value)))
+    return int(value)
+
+
+def _ip(text):
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
+
+
+def _host(variable, value):
+    if not isinstance(value, str) or not (value in WILDCARD or _ip(value) or HOST_NAME.fullmatch(value)):
+        raise AddressError('%s=%s is not an address to listen on; give an IPv4 or IPv6 address (without brackets), '
+                           'a host name, 0.0.0.0 or ::' % (variable, show(value)))
+    return value
+
+
+def bind(values):
+    """(the variable, the host) the server binds, as the config file will hold it; AddressError when bad."""
+    variable, host = _merged(values, 'host', 'sglang_server_host')
+    return variable, _host(variable, host)
+
+
+def loopback(host):
+    """Whether a bind host serves only its own container."""
+    return host in LOOPBACK or bool(_ip(host) and _ip(host).is_loopback)
+
+
+def _url(host, port):
+    return 'http://%s:%d' % ('[%s]' % host if ':' in host else host, port)
+
+
+def _controller_host(name, values, bind_host):
+    """The bind host when it is a real address, else the container's ansible_host (else its name):
+    a wildcard or loopback bind is not an address the controller can call."""
+    if bind_host not in WILDCARD and not loopback(bind_host):
+        return bind_host
+    found = values.get('ansible_host') or name
+    if not isinstance(found, str) or not (_ip(found) or HOST_NAME.fullmatch(found)):
+        raise AddressError('ansible_host=%s of %s is not an address or host name' % (show(found), name))
+    return found
+
+
+def _own(name, values):
+    port = _port(*_merged(values, 'port', 'sglang_server_port'))
+    dummy, bind_host = bind(values)
+    controller = _url(_controller_host(name, values, bind_host), port)
+    local = _url('127.0.0.1' if bind_host in WILDCARD else bind_host, port)
+    return port, bind_host, local, controller
+
+
+def address(hosts, host):
+    """The server's address as ``host`` has it, from ``{host: {variable: value}}``.
+
+    Only the variables of READ (and the layout's) are read; a host ``hosts`` lacks is a one-node
+    server of its own; a variable not set is the role's default. Returns ``port`` and ``host`` (what
+    the server binds), ``client_url`` (what a client on this host calls: on a node of rank > 0, rank
+    0's ``controller_url``), ``controller_url`` (what the controller calls: the server's rank 0) and
+    ``rank0``. Raises AddressError naming the variable and its value.
+    """
+    where = layout(hosts, host)
+    values = hosts.get(host, {})
+    port, bind_host, local, controller = _own(host, values)
+    if where['rank'] > 0:
+        rank0 = where['rank0']
+        try:
+            controller = _own(rank0, hosts[rank0])[3]
+        except AddressError as exc:
+            raise AddressError('rank 0 (%s) of server %s: %s' % (rank0, where['name'], exc)) from None
+        local = controller
+    return {'port': port, 'host': bind_host, 'client_url': local, 'controller_url': controller, 'rank0': where['rank0']}
