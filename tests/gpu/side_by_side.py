@@ -10,7 +10,9 @@
              fsynced (it does not fsync: the fsync of each file and dir is timed here)
   disk       the output disk's own parallel fsynced write rate: --writers threads write
              --bytes in files of --file-bytes, each file and its dir fsynced
-  losses     the step/loss lines of two SpecForge training logs: a table, a PNG, a verdict
+  losses     the loss lines of two SpecForge training logs: a table of the eval loss and
+             the training loss's moving mean, a PNG, a verdict (every loss finite, the
+             eval loss falling)
 
 Each prints INFO lines and one JSON line; job and specforge also print the tokens/s.
 """
@@ -18,6 +20,7 @@ Each prints INFO lines and one JSON line; job and specforge also print the token
 import argparse
 import ast
 import json
+import math
 import os
 import re
 import subprocess
@@ -177,8 +180,10 @@ def run_disk(args):
 
 
 def read_losses(path):
-    """{step: loss} from 'step N: {...}' lines: the mean of the draft's per-position losses."""
-    out = {}
+    """({step: training loss}, {step: eval loss}) from SpecForge's 'step N: {...}' lines:
+    ``loss`` (the sample's loss, the draft's positions weighted as it trains them) and
+    ``eval/avg_loss`` (the mean over the fixed eval set)."""
+    train, evals = {}, {}
     with open(path, encoding="utf-8") as f:
         for line in f:
             match = re.match(r"step (\d+): (\{.*\})\s*$", line.strip())
@@ -187,56 +192,77 @@ def read_losses(path):
             # the dict's repr: literal but for nan and inf, which become None and a huge number
             text = re.sub(r"\bnan\b", "None", re.sub(r"\binf\b", "1e999", match.group(2)))
             metrics = {k: float("nan") if v is None else v for k, v in ast.literal_eval(text).items()}
-            losses = [v for k, v in metrics.items() if "loss" in k and isinstance(v, float)]
-            losses += [x for k, v in metrics.items() if "loss" in k and isinstance(v, list) for x in v]
-            if losses:
-                out[int(match.group(1))] = sum(losses) / len(losses)
-    return out
+            step = int(match.group(1))
+            if isinstance(metrics.get("loss"), float):
+                train[step] = metrics["loss"]
+            if isinstance(metrics.get("eval/avg_loss"), float):
+                evals[step] = metrics["eval/avg_loss"]
+    return train, evals
 
 
-def run_losses(args):
-    import math  # pylint: disable=import-outside-toplevel
-    curves = {label: read_losses(path) for label, path in zip(args.labels, args.logs)}
-    steps = sorted(set().union(*[set(c) for c in curves.values()]))
-    print("| step | " + " | ".join(args.labels) + " |")
-    print("| ---: | " + " | ".join("---:" for _l in args.labels) + " |")
-    for step in steps:
-        print(f"| {step} | " + " | ".join(f"{curves[label].get(step, float('nan')):.4f}"
-                                          for label in args.labels) + " |")
+def moving_mean(curve, window):
+    steps = sorted(curve)
+    return {s: sum(curve[t] for t in steps[max(0, i - window + 1):i + 1]) / len(steps[max(0, i - window + 1):i + 1])
+            for i, s in enumerate(steps)}
+
+
+def falling(curve):
+    """Finite, and the mean of its last fifth below the mean of its first fifth."""
+    values = [curve[s] for s in sorted(curve)]
+    finite = bool(values) and all(math.isfinite(v) for v in values)
+    k = max(1, len(values) // 5)
+    head, tail = (sum(values[:k]) / k, sum(values[-k:]) / k) if values else (0.0, 0.0)
+    return {"points": len(values), "finite": finite, "first": head, "last": tail,
+            "falling": finite and tail < head}
+
+
+def run_losses(args):  # pylint: disable=too-many-locals
+    runs = {label: read_losses(path) for label, path in zip(args.labels, args.logs)}
+    window = args.window
+    smooth = {label: moving_mean(train, window) for label, (train, _e) in runs.items()}
+    eval_steps = sorted(set().union(*[set(e) for _t, e in runs.values()]))
+    print(f"| step | " + " | ".join(f"{label}: eval loss | {label}: training loss, mean of {window}"
+                                     for label in args.labels) + " |")
+    print("| ---: |" + " ---: | ---: |" * len(args.labels))
+    for step in eval_steps:
+        cells = []
+        for label in args.labels:
+            cells += [f"{runs[label][1].get(step, float('nan')):.4f}", f"{smooth[label].get(step, float('nan')):.4f}"]
+        print(f"| {step} | " + " | ".join(cells) + " |")
     verdict = {}
-    for label, curve in curves.items():
-        values = [curve[s] for s in sorted(curve)]
-        finite = bool(values) and all(math.isfinite(v) for v in values)
-        k = max(1, len(values) // 5)
-        head, tail = (sum(values[:k]) / k, sum(values[-k:]) / k) if values else (0, 0)
-        verdict[label] = {"steps": len(values), "finite": finite, "first": head, "last": tail,
-                          "falling": finite and tail < head}
-        print(f"{'PASS' if verdict[label]['falling'] else 'FAIL'} {label}: {len(values)} steps, "
-              f"finite {finite}, mean of the first fifth {head:.4f}, of the last fifth {tail:.4f}")
-    if len(curves) == 2:
-        a, b = (curves[label] for label in args.labels)
-        common = sorted(set(a) & set(b))
+    for label, (train, evals) in runs.items():
+        verdict[label] = {"train": falling(train), "eval": falling(evals)}
+        ok = verdict[label]["train"]["finite"] and verdict[label]["eval"]["falling"]
+        print(f"{'PASS' if ok else 'FAIL'} {label}: {len(train)} steps, every loss finite: "
+              f"{verdict[label]['train']['finite']}; eval loss {verdict[label]['eval']['first']:.4f} "
+              f"-> {verdict[label]['eval']['last']:.4f}")
+    if len(runs) == 2:
+        (_a, ea), (_b, eb) = runs.values()
+        common = sorted(set(ea) & set(eb))
         if common:
-            gap = max(abs(a[s] - b[s]) for s in common)
-            spread = max(abs(a[s] - a[t]) for s, t in zip(common, common[1:])) if len(common) > 1 else 0
-            print(f"INFO the two curves: largest gap {gap:.4f} at one step; largest step-to-step "
-                  f"change of {args.labels[0]} alone {spread:.4f} (the noise)")
-            verdict["gap"], verdict["noise"] = gap, spread
+            gaps = [abs(ea[s] - eb[s]) for s in common]
+            moves = [abs(ea[common[-1]] - ea[common[0]]), abs(eb[common[-1]] - eb[common[0]])]
+            print(f"INFO eval loss: the two runs differ by {max(gaps):.4f} at most, {gaps[-1]:.4f} at "
+                  f"step {common[-1]}; each moved {moves[0]:.4f} and {moves[1]:.4f} over the run")
+            verdict["eval_gap"] = gaps
     if args.png:
         import matplotlib  # pylint: disable=import-outside-toplevel
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-        fig, ax = plt.subplots(figsize=(7, 4))
-        for label, curve in curves.items():
-            ax.plot(sorted(curve), [curve[s] for s in sorted(curve)], label=label)
-        ax.set_xlabel("optimizer step")
-        ax.set_ylabel("loss (mean over the draft's positions)")
-        ax.set_title("SpecForge EAGLE-3 offline training, the same draft and seed")
-        ax.legend()
+        fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
+        for label, (train, evals) in runs.items():
+            top.plot(sorted(smooth[label]), [smooth[label][s] for s in sorted(smooth[label])], label=label)
+            bottom.plot(sorted(evals), [evals[s] for s in sorted(evals)], marker="o", label=label)
+        top.set_ylabel(f"training loss\n(mean of {window} steps)")
+        bottom.set_ylabel("eval loss\n(the same fixed set)")
+        bottom.set_xlabel("optimizer step")
+        top.set_title("SpecForge EAGLE-3 offline training: the same draft, seed and eval set")
+        top.legend()
         fig.tight_layout()
         fig.savefig(args.png, dpi=110)
     print(json.dumps({"losses": verdict}))
-    return 0 if all(v.get("falling", True) for v in verdict.values() if isinstance(v, dict)) else 1
+    ok = all(v["train"]["finite"] and v["eval"]["falling"] for k, v in verdict.items() if k in runs)
+    return 0 if ok else 1
 
 
 def main():
@@ -271,6 +297,7 @@ def main():
     losses.add_argument("--logs", nargs=2, required=True)
     losses.add_argument("--labels", nargs=2, required=True)
     losses.add_argument("--png", default="")
+    losses.add_argument("--window", type=int, default=20, help="steps in the training loss's moving mean")
     args = parser.parse_args()
     return {"job": run_job, "specforge": run_specforge, "disk": run_disk, "losses": run_losses}[args.cmd](args)
 
