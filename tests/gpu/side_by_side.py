@@ -202,8 +202,11 @@ def read_losses(path):
 
 def moving_mean(curve, window):
     steps = sorted(curve)
-    return {s: sum(curve[t] for t in steps[max(0, i - window + 1):i + 1]) / len(steps[max(0, i - window + 1):i + 1])
-            for i, s in enumerate(steps)}
+    out = {}
+    for i, step in enumerate(steps):
+        last = steps[max(0, i - window + 1):i + 1]
+        out[step] = sum(curve[t] for t in last) / len(last)
+    return out
 
 
 def falling(curve):
@@ -221,8 +224,8 @@ def run_losses(args):  # pylint: disable=too-many-locals
     window = args.window
     smooth = {label: moving_mean(train, window) for label, (train, _e) in runs.items()}
     eval_steps = sorted(set().union(*[set(e) for _t, e in runs.values()]))
-    print(f"| step | " + " | ".join(f"{label}: eval loss | {label}: training loss, mean of {window}"
-                                     for label in args.labels) + " |")
+    headers = [f"{label}: eval loss | {label}: training loss, mean of {window}" for label in args.labels]
+    print("| step | " + " | ".join(headers) + " |")
     print("| ---: |" + " ---: | ---: |" * len(args.labels))
     for step in eval_steps:
         cells = []

@@ -27,12 +27,19 @@
 # in .kit/p00) and ansible-core's wheels in .whl, plus .kit/sf from
 # tests/gpu/specforge_kit.sh (specforge and yunchang wheels, SpecForge's script), copied
 # into /tmp/kit/sf by a call or carried. From the repository root:
+#     bash tests/gpu/specforge_side_by_side.sh all     # tensors, train, speed, in one go
 #     bash tests/gpu/specforge_side_by_side.sh tensors|train|speed
 # (tensors-ours then tensors-specforge split tensors in two, for calls of at most 10 minutes)
 # Prints PASS/FAIL lines; exit code 0 only if every check passed.
 set -uo pipefail
+SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/../.." || exit 1
 MODE=${1:-tensors}
+if [ "$MODE" = all ]; then
+  rc=0
+  for mode in tensors train speed; do bash "$SELF" "$mode" || rc=1; done
+  exit "$rc"
+fi
 WORK=${SIDE_BY_SIDE_WORK:-/tmp/side_by_side}
 KIT=${KIT:-/tmp/kit}
 NVIDIA_SMI=nvidia-smi
