@@ -12,13 +12,11 @@ import asyncio
 import importlib.util
 import json
 import os
-import sys
 import uuid
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "roles", "extraction_job", "files"))
 
 try:
     import torch
