@@ -18,7 +18,7 @@ import threading
 
 import pytest
 
-from conftest import ROOT, StandinServer, make_samples, write_dataset
+from job_helpers import ROOT, StandinServer, make_samples, write_dataset
 
 PLAYBOOK_BIN = os.path.join(ROOT, ".venv", "bin", "ansible-playbook")
 pytestmark = pytest.mark.skipif(not os.path.exists(PLAYBOOK_BIN),
