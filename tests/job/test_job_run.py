@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from job_helpers import (StandinServer, config_for, expected_tensors, make_samples, torch,
-                      write_dataset, write_dump)
+                         write_dataset, write_dump)
 from eagle3_extraction_job import job as jobmod
 from eagle3_extraction_job import space
 
