@@ -6,6 +6,7 @@
 # without its dependencies (it would pull CUDA wheels) so the tests read our outputs with it;
 # datasets (with pyarrow and pandas, what pip resolves for it) for SpecForge's own
 # preprocessing, which tests/job/test_chat_matches_specforge.py compares the job with.
+# and the job's own package (roles/extraction_job/files), editable.
 # Idempotent: a venv whose pins already match is left alone.
 # Usage: tests/torch-venv.sh   -> prints the venv's python path
 set -euo pipefail
@@ -33,5 +34,13 @@ if [ ! -f "$stamp" ]; then
   "$VENV/bin/pip" install -q --no-deps "${NODEPS[@]}"
   rm -f "$VENV"/.pins-*
   touch "$stamp"
+fi
+# the job itself, editable, so that its tests import it as the installed package and see
+# every change of its source at once; a change of its pyproject.toml installs it again
+job_stamp=$VENV/.job-$(sha256sum roles/extraction_job/files/pyproject.toml | cut -c1-16)
+if [ ! -f "$job_stamp" ]; then
+  "$VENV/bin/pip" install -q --no-deps --no-build-isolation --no-index -e roles/extraction_job/files
+  rm -f "$VENV"/.job-*
+  touch "$job_stamp"
 fi
 echo "$VENV/bin/python"

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from conftest import StandinServer, config_for, expected_tensors, torch
+from job_helpers import StandinServer, config_for, expected_tensors, torch
 from eagle3_extraction_job import chat
 from eagle3_extraction_job import job as jobmod
 

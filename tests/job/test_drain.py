@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import HIDDEN, LAYERS, expected_tensors, torch, write_dump
+from job_helpers import HIDDEN, LAYERS, expected_tensors, torch, write_dump
 from eagle3_extraction_job import dataset, drain, manifest
 
 IDS = [5, 9, 2, 7]

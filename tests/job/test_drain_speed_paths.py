@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if __name__ == "__main__":   # the crash helper below runs this file as a script
     sys.path.insert(0, HERE)
 
-from conftest import HIDDEN, LAYERS, expected_tensors, torch, write_dump  # noqa: E402
+from job_helpers import HIDDEN, LAYERS, expected_tensors, torch, write_dump  # noqa: E402
 from eagle3_extraction_job import dataset, drain, manifest  # noqa: E402
 
 IDS = [5, 9, 2, 7]

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import CAPTURE, make_samples, write_dataset
+from job_helpers import CAPTURE, make_samples, write_dataset
 from eagle3_extraction_job import config, dataset, names, space
 
 

@@ -8,8 +8,8 @@ import sqlite3
 
 import pytest
 
-from conftest import (StandinServer, config_for, expected_tensors, make_samples, torch,
-                      write_dataset, write_dump)
+from job_helpers import (StandinServer, config_for, expected_tensors, make_samples, torch,
+                         write_dataset, write_dump)
 from eagle3_extraction_job import job as jobmod
 from eagle3_extraction_job import space
 

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, StandinServer, config_for, make_samples, torch, write_dataset
+from job_helpers import ROOT, StandinServer, config_for, make_samples, torch, write_dataset
 from eagle3_extraction_job import job as jobmod
 
 PLAYBOOK_BIN = os.path.join(ROOT, ".venv", "bin", "ansible-playbook")

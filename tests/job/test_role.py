@@ -2,22 +2,54 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The extraction_job role on localhost (every path under a temp dir, no systemd): preflight,
 install and configure, twice (the second changes nothing); then the installed program is run
-as its unit would run it, from its config, against the stand-in server."""
+as its unit would run it, from its config, against the stand-in server. The job goes into a
+venv of the test's own, which sees this venv's libraries but not its (editable) job, so that
+what runs is what the role installed; an upgrade over an older job leaves none of its modules."""
 import asyncio
+import glob
 import json
 import os
+import shutil
 import stat
 import subprocess
+import sys
+import sysconfig
 import threading
 
 import pytest
 
-from conftest import ROOT, StandinServer, make_samples, write_dataset
+from job_helpers import ROOT, StandinServer, make_samples, write_dataset
 
 PLAYBOOK_BIN = os.path.join(ROOT, ".venv", "bin", "ansible-playbook")
 pytestmark = pytest.mark.skipif(not os.path.exists(PLAYBOOK_BIN),
                                 reason="the controller venv (.venv) is not built")
 KEY = "k3y-that-must-not-leak"
+SOURCE = os.path.join(ROOT, "roles", "extraction_job", "files")
+WHEEL = "eagle3_extraction_job-{}-py3-none-any.whl"
+
+
+def make_job_venv(tmp):
+    """A venv for the job: this venv's libraries (torch, aiohttp, packaging for ansible.builtin.pip)
+    through a folder of links, without this venv's own install of the job."""
+    venv = tmp / "job-venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    libs = tmp / "libs"
+    libs.mkdir()
+    purelib = sysconfig.get_paths()["purelib"]
+    for entry in os.listdir(purelib):
+        if "eagle3_extraction_job" not in entry and not entry.endswith(".pth"):
+            os.symlink(os.path.join(purelib, entry), libs / entry)
+    site = glob.glob(str(venv / "lib" / "python3*" / "site-packages"))[0]
+    with open(os.path.join(site, "torch-venv-libs.pth"), "w", encoding="utf-8") as f:
+        f.write(f"{libs}\n")
+    return venv
+
+
+def venv_imports(venv, module, cwd):
+    """Whether the venv's python, run where the unit runs, imports the module."""
+    run = subprocess.run([str(venv / "bin" / "python"), "-c", f"import {module}"], cwd=cwd,
+                         capture_output=True, text=True, timeout=120, check=False)
+    return run.returncode == 0
 
 
 class ServerThread:
@@ -66,8 +98,8 @@ def test_role_installs_configures_and_the_unit_command_extracts(job_dirs):
             "extraction_job_shard_indexes": [0, 2], "extraction_job_shard_count": 3,
             "extraction_job_output_root": str(tmp / "srv"), "extraction_job_server_url": server.url,
             "extraction_job_dump_dir": job_dirs["dump"], "extraction_job_model_path": str(model),
-            "extraction_job_api_key": KEY, "extraction_job_python": os.path.join(
-                ROOT, ".venv-torch", "bin", "python"),
+            "extraction_job_api_key": KEY,
+            "extraction_job_python": str(make_job_venv(tmp) / "bin" / "python"),
             "extraction_job_install_dir": str(tmp / "opt"), "extraction_job_config_dir": str(tmp / "etc"),
             "extraction_job_data_dir": str(tmp / "var"), "extraction_job_log_dir": str(tmp / "log"),
             "extraction_job_systemd_dir": str(tmp / "systemd"),
@@ -91,7 +123,7 @@ def test_role_installs_configures_and_the_unit_command_extracts(job_dirs):
         assert stat.S_IMODE(os.stat(key_file).st_mode) == 0o600
         assert stat.S_IMODE(os.stat(tmp / "etc").st_mode) == 0o700
         unit = (tmp / "systemd" / "eagle3-extraction-job@.service").read_text()
-        assert KEY not in unit and "RestartPreventExitStatus=2" in unit
+        assert KEY not in unit and "RestartPreventExitStatus=2" in unit and "Environment=PYTHONPATH" not in unit
         exec_start = [line for line in unit.splitlines() if line.startswith("ExecStart=")][0]
         assert exec_start.endswith(f"-m eagle3_extraction_job run --config {tmp}/etc/%i.json")
         configs = {}
@@ -107,8 +139,8 @@ def test_role_installs_configures_and_the_unit_command_extracts(job_dirs):
             configs[index] = cfg
         assert (tmp / "var" / "testjob.jsonl").read_bytes() == dataset.read_bytes()
 
-        # what the unit runs, from the installed copy, for both of this host's shards
-        env = dict(os.environ, PYTHONPATH=str(tmp / "opt"))
+        # what the unit runs, the job installed in its venv, for both of this host's shards
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         for index in (0, 2):
             run = subprocess.run(
                 [extra["extraction_job_python"], "-m", "eagle3_extraction_job", "run", "--config",
@@ -136,3 +168,50 @@ def test_role_refuses_a_bad_job_name_before_changing_anything(job_dirs):
                             **dirs})
     assert result.returncode != 0 and "name=bad-name" in result.stdout
     assert not [d for d in dirs.values() if os.path.exists(d)]
+
+
+def test_role_upgrade_leaves_no_module_the_source_removed(job_dirs):
+    """Over the job as earlier versions copied it (file by file, into the unit's working dir)
+    and over an installed wheel of the same version with one module more: after the role,
+    neither module is importable where the unit runs, and a second run changes nothing."""
+    tmp = job_dirs["root"]
+    venv = make_job_venv(tmp)
+    opt = tmp / "opt"
+    no_cache = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    shutil.copytree(os.path.join(SOURCE, "eagle3_extraction_job"), opt / "eagle3_extraction_job",
+                    ignore=no_cache)
+    (opt / "eagle3_extraction_job" / "legacy_module.py").write_text("")
+    old_src = tmp / "old-src"
+    shutil.copytree(SOURCE, old_src, ignore=no_cache)
+    (old_src / "eagle3_extraction_job" / "removed_module.py").write_text("")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    "--no-index", "-w", str(opt), str(old_src)], check=True, timeout=300)
+    from eagle3_extraction_job import __version__  # pylint: disable=import-outside-toplevel
+    wheel = opt / WHEEL.format(__version__)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", "--no-index", str(wheel)],
+                   check=True, timeout=300)
+    # what the upgrade must take away is there before it
+    assert venv_imports(venv, "eagle3_extraction_job.removed_module", str(tmp))
+    assert venv_imports(venv, "eagle3_extraction_job.legacy_module", str(opt))
+
+    extra = {
+        "extraction_job_dataset": str(write_dataset(tmp / "d.jsonl", make_samples(2))),
+        "extraction_job_name": "upjob", "extraction_job_hidden_size": 16,
+        "extraction_job_server_url": "http://127.0.0.1:9", "extraction_job_dump_dir": job_dirs["dump"],
+        "extraction_job_python": str(venv / "bin" / "python"),
+        "extraction_job_output_root": str(tmp / "srv"), "extraction_job_install_dir": str(opt),
+        "extraction_job_config_dir": str(tmp / "etc"), "extraction_job_data_dir": str(tmp / "var"),
+        "extraction_job_log_dir": str(tmp / "log"), "extraction_job_systemd_dir": str(tmp / "systemd"),
+    }
+    (tmp / "systemd").mkdir()
+    first = run_role(tmp, extra)
+    assert first.returncode == 0, first.stdout + first.stderr
+    for module, cwd in (("removed_module", tmp), ("legacy_module", opt)):
+        assert not venv_imports(venv, f"eagle3_extraction_job.{module}", str(cwd)), module
+    assert not (opt / "eagle3_extraction_job").exists()
+    found = subprocess.run([str(venv / "bin" / "python"), "-c",
+                            "import eagle3_extraction_job.job as m; print(m.__file__)"],
+                           cwd=str(opt), capture_output=True, text=True, timeout=120, check=True)
+    assert found.stdout.strip().startswith(str(venv / "lib")), found.stdout
+    second = run_role(tmp, extra)
+    assert second.returncode == 0 and "changed=0" in second.stdout, second.stdout

@@ -5,7 +5,7 @@ import asyncio
 import os
 import time
 
-from conftest import StandinServer, config_for, make_samples, torch, write_dataset
+from job_helpers import StandinServer, config_for, make_samples, torch, write_dataset
 from eagle3_extraction_job import drain
 from eagle3_extraction_job import job as jobmod
 

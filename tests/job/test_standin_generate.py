@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ROOT, torch
+from job_helpers import ROOT, torch
 
 STANDIN = os.path.join(ROOT, "tests", "standins", "sglang_server")
 sys.path.insert(0, STANDIN)

@@ -14,3 +14,6 @@ template), ``manifest`` (SQLite), ``drain`` (dump -> .ckpt), ``space`` (disk
 estimates and watermarks), ``sender`` (HTTP), ``status`` (progress file and
 dataset card), ``job`` (the whole run), ``cli`` (``python -m eagle3_extraction_job``).
 """
+
+# the wheel's version (pyproject.toml reads it): raise it with each release
+__version__ = "0.2.0"

@@ -1,0 +1,145 @@
+# Copyright: eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the extraction job's tests share (CPU torch venv: tests/torch-venv.sh). A module of its
+own name, not conftest: tests/capture has a conftest too, and one run collects both.
+
+The stand-in server here answers ``/generate`` and writes each request's dump
+the way the real capture does: the capture module's own file naming
+(``roles/sglang_patch/files/eagle3_hs_capture.py``), ``*.tmp`` then rename, the
+same keys; its tensors are a function of the token ids, so a test can compare
+every output file with what it must hold.
+"""
+import asyncio
+import importlib.util
+import json
+import os
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch
+from aiohttp import web
+
+HIDDEN = 16
+LAYERS = 3
+
+
+def load_capture_module():
+    path = os.path.join(ROOT, "roles", "sglang_patch", "files", "eagle3_hs_capture.py")
+    spec = importlib.util.spec_from_file_location("eagle3_hs_capture", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CAPTURE = load_capture_module()
+
+
+def expected_tensors(input_ids, hidden=HIDDEN, layers=LAYERS):
+    """What the stand-in dumps for these ids: distinct per token, layer and column."""
+    ids = torch.tensor(list(input_ids), dtype=torch.int64)
+    base = ids[:, None].float() * 0.5 + torch.arange(hidden, dtype=torch.float32)[None, :] * 0.25
+    final = base.to(torch.bfloat16).unsqueeze(0)
+    aux = torch.cat([(base + 100 * (k + 1)) for k in range(layers)], dim=1)
+    return ids, final, aux.to(torch.bfloat16).unsqueeze(0)
+
+
+def write_dump(dump_dir, rid, input_ids, mutate=None):
+    """A dump exactly as the capture writes it (name, temp file, rename, keys)."""
+    ids, final, aux = expected_tensors(input_ids)
+    payload = {"input_ids": ids, "hidden_state": final, "aux_hidden_state": aux, "rid": rid,
+               "layer_ids": [1, 2, 3], "captured_layers": [2, 3, 4], "sglang_version": "0.5.23",
+               "model": "DeepseekV3ForCausalLM", "format_version": 1}
+    if mutate:
+        mutate(payload)
+    path = os.path.join(dump_dir, CAPTURE.file_name_for(rid))
+    tmp = f"{path}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    with open(tmp, "wb") as f:
+        torch.save(payload, f)
+    os.replace(tmp, path)
+    return path
+
+
+class StandinServer:
+    """``/health`` and ``/generate`` on 127.0.0.1; dumps like the capture."""
+
+    def __init__(self, dump_dir, api_key=""):
+        self.dump_dir = dump_dir
+        self.api_key = api_key
+        self.received = []          # rids, in arrival order
+        self.fail_first = 0         # answer 503 to this many requests first
+        self.no_dump = set()        # rids answered 200 without a dump
+        self.mutate = {}            # rid -> function changing the payload
+        self.stop_after = None      # stop dumping (answer 503) after this many requests
+        self.delay = 0.0
+        self.runner = None
+        self.url = ""
+
+    async def generate(self, request):
+        if self.api_key and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return web.json_response({"error": "unauthorized"}, status=401)
+        body = await request.json()
+        rid = body["rid"]
+        assert body["sampling_params"]["max_new_tokens"] == 1
+        if self.fail_first > 0:
+            self.fail_first -= 1
+            return web.json_response({"error": "busy"}, status=503)
+        if self.stop_after is not None and len(self.received) >= self.stop_after:
+            return web.json_response({"error": "going away"}, status=503)
+        self.received.append(rid)
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if rid not in self.no_dump:
+            write_dump(self.dump_dir, rid, body["input_ids"], self.mutate.get(rid))
+        return web.json_response({"text": "x", "meta_info": {"id": rid}})
+
+    async def health(self, _request):
+        return web.Response(text="ok")
+
+    async def start(self):
+        app = web.Application(client_max_size=1 << 26)
+        app.router.add_post("/generate", self.generate)
+        app.router.add_get("/health", self.health)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # pylint: disable=protected-access
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def stop(self):
+        await self.runner.cleanup()
+
+
+def write_dataset(path, samples, extra_lines=()):
+    """samples: [(id, input_ids, loss_mask)] as JSON Lines; extra_lines appended raw."""
+    with open(path, "w", encoding="utf-8") as f:
+        for sample_id, ids, mask in samples:
+            f.write(json.dumps({"id": sample_id, "input_ids": ids, "loss_mask": mask}) + "\n")
+        for line in extra_lines:
+            f.write(line + "\n")
+    return path
+
+
+def make_samples(count, start=0, length=lambda n: 3 + n % 7):
+    out = []
+    for n in range(start, start + count):
+        t = length(n)
+        ids = [(n * 31 + k * 7) % 1000 for k in range(t)]
+        mask = [0] * (t // 2) + [1] * (t - t // 2)
+        out.append((f"s{n:05d}", ids, mask))
+    return out
+
+
+def config_for(job_dirs, dataset, url, **over):
+    from eagle3_extraction_job import config  # pylint: disable=import-outside-toplevel
+    values = dict(job="testjob", dataset=str(dataset), output_dir=job_dirs["out"],
+                  dump_dir=job_dirs["dump"], server_url=url, hidden_size=HIDDEN,
+                  captured_layers=LAYERS, concurrency=4, ack_timeout=5.0, backoff_initial=0.05,
+                  backoff_max=0.2, poll_interval=0.02, status_interval=0.2,
+                  output_free_floor_bytes=0, output_free_resume_bytes=0, host="host1",
+                  # the test dirs share a disk others fill: only the backpressure test gates
+                  shm_high=1.0, shm_low=1.0)
+    values.update(over)
+    return config.JobConfig(**values)
