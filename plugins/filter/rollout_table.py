@@ -16,7 +16,7 @@ description:
     each node, GPUs, driver, the URL the controller calls (inventory_check's C(addresses), placed as it is), health
     and run (V(applied), V(unchanged), V(failed) or V(-)); then C(N of M servers healthy); then one C(FAILED) line
     per host that did not come up, with the task and cause its play kept (its whitespace, newlines included, as
-    single spaces: one line per host), or why it has no result.
+    single spaces, one line per host), or why it has no result.
   - A host without C(__extract_result) is V(UNREACHABLE) (not reached over SSH, or the rollout stopped before it).
   - Runs on the controller, like every filter.
 options:
@@ -30,7 +30,7 @@ options:
     type: dict
     required: true
   addresses:
-    description: inventory_check's C(addresses), C({host: {controller_url, ...}}).
+    description: inventory_check's C(addresses), each host's C(controller_url) among them.
     type: dict
     required: true
 '''

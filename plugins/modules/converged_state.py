@@ -40,12 +40,24 @@ options:
     default: check
   unit:
     description:
-      - The systemd unit that serves (with its suffix). Required with O(mode=record).
+      - The systemd unit that serves (with its suffix). With O(mode=record), required unless O(deployed) gives it.
     type: str
   url:
     description:
-      - Its health URL. Required with O(mode=record).
+      - Its health URL. With O(mode=record), required unless O(deployed) gives it (its C(url) and C(/health)).
     type: str
+  deployed:
+    description:
+      - With O(mode=record), what the role C(sglang_server) published (C(sglang_server_deployed)) - its C(unit),
+        C(url), C(unit_file), C(config_file) and C(model_path) - watched besides O(files) and O(trees).
+      - Ignored with the other modes, so that one task can give it at every step.
+    type: dict
+    default: {}
+  python:
+    description:
+      - With O(mode=record), the venv's interpreter (C(ml_env_python_bin)); sglang's sources under its
+        C(site-packages) are watched by content and its installed distributions by name.
+    type: path
   files:
     description:
       - Files watched by content; a file that does not exist counts as absent (and its appearance is a change).
@@ -83,7 +95,7 @@ options:
   inputs:
     description:
       - The fingerprint of the run's inputs. With O(mode=check), computed by the action plugin when not given, and
-        compared with the stamp's; with O(mode=record), kept in the stamp (give the check's RV(inputs): the roles'
+        compared with the stamp's; with O(mode=record), kept in the stamp (give the check's RV(inputs), as the roles'
         defaults and facts must not count).
     type: str
   inputs_from:
@@ -281,8 +293,27 @@ def digest_only(module, params):
     module.exit_json(changed=False, state=fingerprint(watched(params)))
 
 
+def watched_deployment(params):
+    """What the roles left, from what they published: the unit, its configuration, the model,
+    the venv's sglang sources and installed packages."""
+    watch = watched(params)
+    deployed = params['deployed']
+    watch['files'] = watch['files'] + [deployed[key] for key in ('unit_file', 'config_file') if deployed.get(key)]
+    watch['trees'] = watch['trees'] + ([deployed['model_path']] if deployed.get('model_path') else [])
+    if params['python']:
+        site = os.path.join(os.path.dirname(os.path.dirname(params['python'])), 'lib', 'python3*', 'site-packages')
+        watch['globs'] = watch['globs'] + [os.path.join(site, 'sglang', '**', '*.py')]
+        watch['names'] = watch['names'] + [os.path.join(site, '*.dist-info')]
+    watch['unit'] = params['unit'] or deployed.get('unit')
+    watch['url'] = params['url'] or ('%s/health' % deployed['url'] if deployed.get('url') else None)
+    return watch
+
+
 def record(module, params):
-    watch = dict(watched(params), unit=params['unit'], url=params['url'])
+    watch = watched_deployment(params)
+    for name in ('unit', 'url'):
+        if not watch[name]:
+            module.fail_json(msg='mode=record needs %s (or deployed.%s)' % (name, name))
     stamp = dict(params['record'], watch=watch, state=fingerprint(watch))
     if params['inputs']:
         stamp['inputs'] = params['inputs']
@@ -304,6 +335,8 @@ def main():
             mode=dict(type='str', choices=['record', 'check', 'digest'], default='check'),
             unit=dict(type='str'),
             url=dict(type='str'),
+            deployed=dict(type='dict', default={}),
+            python=dict(type='path'),
             files=dict(type='list', elements='path', default=[]),
             globs=dict(type='list', elements='str', default=[]),
             names=dict(type='list', elements='str', default=[]),
@@ -314,7 +347,7 @@ def main():
             inputs_from=dict(type='list', elements='str', default=[]),
             compare=dict(type='bool', default=True),
         ),
-        required_if=[('mode', 'check', ['path']), ('mode', 'record', ['path', 'unit', 'url'])],
+        required_if=[('mode', 'check', ['path']), ('mode', 'record', ['path'])],
         supports_check_mode=True,
     )
     params = module.params

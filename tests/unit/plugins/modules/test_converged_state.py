@@ -132,7 +132,7 @@ def test_missing_or_broken_stamp_is_not_converged(tmp_path, capsys, server, text
 
 @pytest.mark.parametrize('args, says', [
     ({'path': 'relative.json'}, 'absolute'),
-    ({'path': '/tmp/x.json', 'mode': 'record', 'url': 'http://x/health'}, 'missing: unit'),
+    ({'path': '/tmp/x.json', 'mode': 'record', 'url': 'http://x/health'}, 'needs unit'),
     ({'mode': 'check'}, 'missing: path'),
     ({'path': '/tmp/x.json', 'mode': 'record', 'unit': 'x.service', 'url': 'http://x/health',
       'record': {'state': 'forged'}}, "'state'"),
@@ -172,3 +172,23 @@ def test_compare_false_reads_nothing_and_hands_the_inputs_on(tmp_path, capsys, s
     server.update(active='inactive', health=None)
     now = run(dict(path=str(stamp), inputs='abc', compare=False), capsys)
     assert now['converged'] is False and now['differs'] == ['not compared'] and now['inputs'] == 'abc'
+
+
+def test_record_watches_what_the_roles_published(tmp_path, capsys, server):
+    """deployed (sglang_server_deployed) and python (ml_env_python_bin): the same watch as the files
+    named one by one, so a hand edit of the unit or a reverted patch is drift."""
+    pkg = make_site(tmp_path)
+    (tmp_path / 'venv' / 'bin').mkdir()
+    deployed = {'unit': 'x.service', 'url': 'http://127.0.0.1:9', 'unit_file': str(tmp_path / 'unit.service'),
+                'config_file': str(tmp_path / 'absent.env'), 'model_path': str(tmp_path / 'model')}
+    stamp = tmp_path / 'stamp.json'
+    recorded = run(dict(path=str(stamp), mode='record', deployed=deployed, python=str(tmp_path / 'venv' / 'bin' / 'python'),
+                        inputs='abc', expect={'ignored': 'at record'}), capsys)
+    watch = recorded['stamp']['watch']
+    assert watch['unit'] == 'x.service' and watch['url'] == 'http://127.0.0.1:9/health'
+    assert watch['files'] == [deployed['unit_file'], deployed['config_file']] and watch['trees'] == [deployed['model_path']]
+    # the same state as record()'s files, globs, names and trees given one by one
+    assert recorded['state'] == record(tmp_path, capsys)[1]['state']
+    assert check(stamp, capsys)['converged']
+    (pkg / 'sglang' / 'srt' / 'models' / 'deepseek_v2.py').write_text('# reverted\n')
+    assert check(stamp, capsys)['differs'] == ['files']
