@@ -221,8 +221,8 @@ def run_losses(args):  # pylint: disable=too-many-locals
     window = args.window
     smooth = {label: moving_mean(train, window) for label, (train, _e) in runs.items()}
     eval_steps = sorted(set().union(*[set(e) for _t, e in runs.values()]))
-    print(f"| step | " + " | ".join(f"{label}: eval loss | {label}: training loss, mean of {window}"
-                                     for label in args.labels) + " |")
+    header = " | ".join(f"{label}: eval loss | {label}: training loss, mean of {window}" for label in args.labels)
+    print("| step | " + header + " |")
     print("| ---: |" + " ---: | ---: |" * len(args.labels))
     for step in eval_steps:
         cells = []
