@@ -1,9 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: eagle3.extraction maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""text_table: rows of cells as lines of a plain-text table, each column as wide as its
-widest cell, two spaces between columns (so a cell may hold single spaces: a reader
-splits on two or more), no trailing blanks."""
+"""text_table: rows of cells as lines of a plain-text table (module_utils/text_table.py,
+the renderer every table of the collection goes through)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -38,26 +37,16 @@ _value:
   elements: str
 '''
 
-import re
-
 from ansible.errors import AnsibleFilterError
-from ansible.module_utils.common.text.converters import to_text
 
-CONTROL = re.compile(r'[\x00-\x1f\x7f-\x9f\u2028\u2029]')
-
-
-def cell_text(cell):
-    return CONTROL.sub('?', '' if cell is None else to_text(cell))
+from ansible_collections.eagle3.extraction.plugins.module_utils.text_table import table_lines
 
 
 def text_table(rows):
-    if not isinstance(rows, (list, tuple)) or not all(isinstance(row, (list, tuple)) for row in rows):
-        raise AnsibleFilterError('text_table: give a list of rows, each a list of cells; got %r' % (rows,))
-    cells = [[cell_text(cell) for cell in row] for row in rows]
-    columns = max([len(row) for row in cells] or [0])
-    cells = [row + [''] * (columns - len(row)) for row in cells]
-    widths = [max(len(row[i]) for row in cells) for i in range(columns)]
-    return ['  '.join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in cells]
+    try:
+        return table_lines(rows)
+    except ValueError as exc:
+        raise AnsibleFilterError('text_table: %s' % exc)
 
 
 class FilterModule(object):

@@ -18,6 +18,8 @@ import os
 import sqlite3
 import time
 
+from ansible_collections.eagle3.extraction.plugins.module_utils.text_table import table_lines
+
 SHARD_DIR_PREFIX = 'shard-'
 
 
@@ -116,9 +118,7 @@ def status_table(reports):
     rows.append(('TOTAL', str(totals['shards']), '', str(totals['samples_done']), str(totals['samples_total']),
                  total_pct, '%.0f' % totals['tokens_per_s'], _duration(totals['eta_s']), '', '',
                  str(totals['errors'])))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = ['  '.join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    return {'lines': lines, 'totals': totals}
+    return {'lines': table_lines(rows), 'totals': totals}
 
 
 def _sha256(path):

@@ -14,32 +14,50 @@ description:
   - O(mode=record) fingerprints the files a successful run left (O(files) and O(globs) by content, O(names) by the
     names that match, O(trees) by the names and sizes of their files) and writes the fingerprint, with O(record)
     (the run's inputs and whatever the next run compares), to the stamp file O(path) (mode 0600, written to a
-    temporary file, flushed, renamed).
+    temporary file, flushed, renamed). O(inputs) (RV(inputs) of the O(mode=check) before the run) is kept with it.
   - O(mode=check) reads the stamp, fingerprints the same things again, reads the unit's C(ActiveState) and the
-    health URL's status, and says whether the host is converged - the stamp exists, every key of O(expect) equals
-    the stamp's, the fingerprint is the same, the unit is active and health answers 200. It changes nothing.
+    health URL's status, and says whether the host is converged - the stamp exists, its inputs are O(inputs), every
+    key of O(expect) equals the stamp's, the fingerprint is the same, the unit is active and health answers 200. It
+    changes nothing.
+  - With O(mode=check), the action plugin computes O(inputs) on the controller, when it is not given - one sha256 over
+    the host's variables of the roles O(inputs_from) names (as templated, before any role ran) and over this
+    collection's playbooks, roles and plugins (a new version of the collection is a new input) - and returns it
+    as RV(inputs). With O(compare=false) it returns RV(inputs) and C(converged=false) without contacting the host.
+  - O(mode=digest) fingerprints O(files), O(globs), O(names) and O(trees) where it runs and returns RV(state) (a
+    container's configuration on its hypervisor, delegated there); it needs no stamp.
 author:
   - eagle3.extraction maintainers (@eagle3)
 options:
   path:
     description:
-      - The stamp file, an absolute path.
+      - The stamp file, an absolute path. Required with O(mode=check) and O(mode=record).
     type: path
-    required: true
   mode:
     description:
-      - V(record) writes the stamp; V(check) compares the host with it.
+      - V(record) writes the stamp; V(check) compares the host with it; V(digest) only fingerprints.
     type: str
-    choices: [record, check]
+    choices: [record, check, digest]
     default: check
   unit:
     description:
-      - The systemd unit that serves (with its suffix). Required with O(mode=record).
+      - The systemd unit that serves (with its suffix). With O(mode=record), required unless O(deployed) gives it.
     type: str
   url:
     description:
-      - Its health URL. Required with O(mode=record).
+      - Its health URL. With O(mode=record), required unless O(deployed) gives it (its C(url) and C(/health)).
     type: str
+  deployed:
+    description:
+      - With O(mode=record), what the role C(sglang_server) published (C(sglang_server_deployed)) - its C(unit),
+        C(url), C(unit_file), C(config_file) and C(model_path) - watched besides O(files) and O(trees).
+      - Ignored with the other modes, so that one task can give it at every step.
+    type: dict
+    default: {}
+  python:
+    description:
+      - With O(mode=record), the venv's interpreter (C(ml_env_python_bin)); sglang's sources under its
+        C(site-packages) are watched by content and its installed distributions by name.
+    type: path
   files:
     description:
       - Files watched by content; a file that does not exist counts as absent (and its appearance is a change).
@@ -74,8 +92,28 @@ options:
       - With O(mode=check), keys whose value in the stamp must be these.
     type: dict
     default: {}
+  inputs:
+    description:
+      - The fingerprint of the run's inputs. With O(mode=check), computed by the action plugin when not given, and
+        compared with the stamp's; with O(mode=record), kept in the stamp (give the check's RV(inputs), as the roles'
+        defaults and facts must not count).
+    type: str
+  inputs_from:
+    description:
+      - With O(mode=check), the roles whose variables (C(<role>_*)) are the host's inputs, read on the controller.
+    type: list
+    elements: str
+    default: []
+  compare:
+    description:
+      - With O(mode=check) and V(false), only RV(inputs) is computed and the host is not contacted
+        (C(converged=false), RV(differs) C([not compared])).
+    type: bool
+    default: true
 extends_documentation_fragment:
   - eagle3.extraction.attributes
+notes:
+  - An action plugin of the same name runs first, on the controller (O(inputs)); the module runs on the host.
 '''
 
 EXAMPLES = r'''
@@ -92,11 +130,19 @@ EXAMPLES = r'''
     record:
       inputs: "{{ inputs_sha256 }}"
 
-- name: Is the host still as the last successful run left it?
+- name: Fingerprint a container's configuration on its hypervisor
+  eagle3.extraction.converged_state:
+    mode: digest
+    files: [/etc/pve/lxc/101.conf]
+  delegate_to: pve1
+  register: node_config
+
+- name: Is the host still as the last successful run left it (its inputs computed on the controller)?
   eagle3.extraction.converged_state:
     path: /var/lib/eagle3-extraction-converged.json
+    inputs_from: [sglang_server, ml_env]
     expect:
-      inputs: "{{ inputs_sha256 }}"
+      node: "{{ node_config.state }}"
   register: converged
 '''
 
@@ -118,6 +164,10 @@ stamp:
 state:
   description: The fingerprint of the watched things now.
   returned: when there is something to fingerprint
+  type: str
+inputs:
+  description: With O(mode=check), the fingerprint of the host's inputs (to give to O(mode=record) after the run).
+  returned: with mode=check
   type: str
 active:
   description: With O(mode=check), the unit's C(ActiveState).
@@ -207,11 +257,21 @@ def write_atomically(path, text):
         raise
 
 
+def expected(params):
+    expect = dict(params['expect'])
+    if params['inputs']:
+        expect['inputs'] = params['inputs']
+    return expect
+
+
 def check(module, params):
+    inputs = params['inputs']
+    if not params['compare']:
+        module.exit_json(changed=False, converged=False, differs=['not compared'], stamp=None, inputs=inputs)
     stamp = read_stamp(params['path'])
     if stamp is None:
-        module.exit_json(changed=False, converged=False, differs=['stamp'], stamp=None)
-    differs = [key for key, value in sorted(params['expect'].items()) if stamp.get(key) != value]
+        module.exit_json(changed=False, converged=False, differs=['stamp'], stamp=None, inputs=inputs)
+    differs = [key for key, value in sorted(expected(params).items()) if stamp.get(key) != value]
     state = fingerprint(stamp['watch'])
     if state != stamp.get('state'):
         differs.append('files')
@@ -222,16 +282,41 @@ def check(module, params):
     if not differs and code != 200:
         differs.append('health')
     module.exit_json(changed=False, converged=not differs, differs=differs, stamp=stamp, state=state,
-                     active=active, health=code)
+                     active=active, health=code, inputs=inputs)
+
+
+def watched(params):
+    return dict(files=params['files'], globs=params['globs'], names=params['names'], trees=params['trees'])
+
+
+def digest_only(module, params):
+    module.exit_json(changed=False, state=fingerprint(watched(params)))
+
+
+def watched_deployment(params):
+    """What the roles left, from what they published: the unit, its configuration, the model,
+    the venv's sglang sources and installed packages."""
+    watch = watched(params)
+    deployed = params['deployed']
+    watch['files'] = watch['files'] + [deployed[key] for key in ('unit_file', 'config_file') if deployed.get(key)]
+    watch['trees'] = watch['trees'] + ([deployed['model_path']] if deployed.get('model_path') else [])
+    if params['python']:
+        site = os.path.join(os.path.dirname(os.path.dirname(params['python'])), 'lib', 'python3*', 'site-packages')
+        watch['globs'] = watch['globs'] + [os.path.join(site, 'sglang', '**', '*.py')]
+        watch['names'] = watch['names'] + [os.path.join(site, '*.dist-info')]
+    watch['unit'] = params['unit'] or deployed.get('unit')
+    watch['url'] = params['url'] or ('%s/health' % deployed['url'] if deployed.get('url') else None)
+    return watch
 
 
 def record(module, params):
+    watch = watched_deployment(params)
     for name in ('unit', 'url'):
-        if not params[name]:
-            module.fail_json(msg='mode=record needs %s' % name)
-    watch = dict(unit=params['unit'], url=params['url'], files=params['files'], globs=params['globs'],
-                 names=params['names'], trees=params['trees'])
+        if not watch[name]:
+            module.fail_json(msg='mode=record needs %s (or deployed.%s)' % (name, name))
     stamp = dict(params['record'], watch=watch, state=fingerprint(watch))
+    if params['inputs']:
+        stamp['inputs'] = params['inputs']
     text = json.dumps(stamp, sort_keys=True)
     old = read_stamp(params['path'])
     changed = old is None or json.dumps(old, sort_keys=True) != text
@@ -246,23 +331,31 @@ def record(module, params):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            path=dict(type='path', required=True),
-            mode=dict(type='str', choices=['record', 'check'], default='check'),
+            path=dict(type='path'),
+            mode=dict(type='str', choices=['record', 'check', 'digest'], default='check'),
             unit=dict(type='str'),
             url=dict(type='str'),
+            deployed=dict(type='dict', default={}),
+            python=dict(type='path'),
             files=dict(type='list', elements='path', default=[]),
             globs=dict(type='list', elements='str', default=[]),
             names=dict(type='list', elements='str', default=[]),
             trees=dict(type='list', elements='path', default=[]),
             record=dict(type='dict', default={}),
             expect=dict(type='dict', default={}),
+            inputs=dict(type='str'),
+            inputs_from=dict(type='list', elements='str', default=[]),
+            compare=dict(type='bool', default=True),
         ),
+        required_if=[('mode', 'check', ['path']), ('mode', 'record', ['path'])],
         supports_check_mode=True,
     )
     params = module.params
+    if params['mode'] == 'digest':
+        digest_only(module, params)
     if not os.path.isabs(params['path']):
         module.fail_json(msg='path=%r is not an absolute path' % params['path'])
-    for key in ('watch', 'state'):
+    for key in ('watch', 'state', 'inputs'):
         if key in params['record']:
             module.fail_json(msg='record: %r is the fingerprint\'s own key' % key)
     if params['mode'] == 'record':

@@ -41,19 +41,19 @@ def make_site(root):
     return pkg
 
 
-def record(root, capsys, **extra):
+def record(root, capsys, kept=None, **extra):
     stamp = root / 'stamp.json'
     result = run(dict(path=str(stamp), mode='record', unit='x.service', url='http://127.0.0.1:9/health',
                       files=[str(root / 'unit.service'), str(root / 'absent.env')],
                       globs=['%s/venv/lib/python3*/site-packages/sglang/**/*.py' % root],
                       names=['%s/venv/lib/python3*/site-packages/*.dist-info' % root],
-                      trees=[str(root / 'model')], record={'inputs': 'abc', 'gpus': '2 x H200'}, **extra),
+                      trees=[str(root / 'model')], inputs='abc', record=kept or {'gpus': '2 x H200'}, **extra),
                  capsys)
     return stamp, result
 
 
-def check(stamp, capsys, expect=None):
-    return run(dict(path=str(stamp), expect=expect or {'inputs': 'abc'}), capsys)
+def check(stamp, capsys, inputs='abc', expect=None):
+    return run(dict(path=str(stamp), inputs=inputs, expect=expect or {}), capsys)
 
 
 def test_record_writes_a_root_only_stamp_once(tmp_path, capsys, server):
@@ -93,8 +93,10 @@ def test_a_stopped_or_unhealthy_server_is_not_converged(tmp_path, capsys, server
 def test_other_inputs_are_not_converged(tmp_path, capsys, server):
     make_site(tmp_path)
     stamp, dummy = record(tmp_path, capsys)
-    now = check(stamp, capsys, expect={'inputs': 'abd', 'gpus': '2 x H200'})
-    assert not now['converged'] and now['differs'] == ['inputs']
+    now = check(stamp, capsys, inputs='abd', expect={'gpus': '2 x H200'})
+    assert not now['converged'] and now['differs'] == ['inputs'] and now['inputs'] == 'abd'
+    # the inputs were kept in the stamp by mode=record, beside the record
+    assert json.loads(stamp.read_text())['inputs'] == 'abc'
 
 
 def test_each_watched_change_changes_the_fingerprint(tmp_path, capsys, server):
@@ -131,9 +133,62 @@ def test_missing_or_broken_stamp_is_not_converged(tmp_path, capsys, server, text
 @pytest.mark.parametrize('args, says', [
     ({'path': 'relative.json'}, 'absolute'),
     ({'path': '/tmp/x.json', 'mode': 'record', 'url': 'http://x/health'}, 'needs unit'),
+    ({'mode': 'check'}, 'missing: path'),
     ({'path': '/tmp/x.json', 'mode': 'record', 'unit': 'x.service', 'url': 'http://x/health',
       'record': {'state': 'forged'}}, "'state'"),
+    # the inputs have their own option: the record cannot carry a second copy
+    ({'path': '/tmp/x.json', 'mode': 'record', 'unit': 'x.service', 'url': 'http://x/health',
+      'record': {'inputs': 'forged'}}, "'inputs'"),
 ])
 def test_bad_options_are_refused(args, says, capsys):
     result = run(args, capsys)
     assert result['failed'] and says in result['msg']
+
+
+def test_digest_fingerprints_a_file_where_it_runs_with_no_stamp(tmp_path, capsys):
+    """A container's configuration on its hypervisor: the record keeps it, the check compares it."""
+    conf = tmp_path / '101.conf'
+    conf.write_text('memory: 4096\n')
+    first = run(dict(mode='digest', files=[str(conf)]), capsys)
+    assert first['changed'] is False and len(first['state']) == 64
+    assert run(dict(mode='digest', files=[str(conf)]), capsys)['state'] == first['state']
+    conf.write_text('memory: 8192\n')
+    assert run(dict(mode='digest', files=[str(conf)]), capsys)['state'] != first['state']
+    assert not list(tmp_path.glob('*.json'))
+
+
+def test_a_changed_node_configuration_is_not_converged(tmp_path, capsys, server):
+    make_site(tmp_path)
+    stamp, dummy = record(tmp_path, capsys, kept={'gpus': '2 x H200', 'node': 'conf-1'})
+    assert check(stamp, capsys, expect={'node': 'conf-1'})['converged']
+    now = check(stamp, capsys, expect={'node': 'conf-2'})
+    assert not now['converged'] and now['differs'] == ['node']
+
+
+def test_compare_false_reads_nothing_and_hands_the_inputs_on(tmp_path, capsys, server):
+    """extract_force, or a container that is not running: the inputs only, for the record."""
+    make_site(tmp_path)
+    stamp, dummy = record(tmp_path, capsys)
+    server.update(active='inactive', health=None)
+    now = run(dict(path=str(stamp), inputs='abc', compare=False), capsys)
+    assert now['converged'] is False and now['differs'] == ['not compared'] and now['inputs'] == 'abc'
+
+
+def test_record_watches_what_the_roles_published(tmp_path, capsys, server):
+    """deployed (sglang_server_deployed) and python (ml_env_python_bin): the same watch as the files
+    named one by one, so a hand edit of the unit or a reverted patch is drift."""
+    pkg = make_site(tmp_path)
+    (tmp_path / 'venv' / 'bin').mkdir()
+    deployed = {'unit': 'x.service', 'url': 'http://127.0.0.1:9', 'unit_file': str(tmp_path / 'unit.service'),
+                'config_file': str(tmp_path / 'absent.env'), 'model_path': str(tmp_path / 'model')}
+    stamp = tmp_path / 'stamp.json'
+    recorded = run(dict(path=str(stamp), mode='record', deployed=deployed, python=str(tmp_path / 'venv' / 'bin' / 'python'),
+                        inputs='abc', expect={'ignored': 'at record'}), capsys)
+    watch = recorded['stamp']['watch']
+    assert watch['unit'] == 'x.service' and watch['url'] == 'http://127.0.0.1:9/health'
+    assert watch['files'] == [deployed['unit_file'], deployed['config_file']] and watch['trees'] == [deployed['model_path']]
+    # the same state as record()'s files, globs, names and trees given one by one
+    assert recorded['state'] == record(tmp_path, capsys)[1]['state']
+    assert check(stamp, capsys)['converged']
+    (pkg / 'sglang' / 'srt' / 'models' / 'deepseek_v2.py').write_text('# reverted\n')
+    assert check(stamp, capsys)['differs'] == ['files']

@@ -1,0 +1,136 @@
+# -*- coding: utf-8 -*-
+# Copyright: eagle3.extraction maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""rollout_table: the table extract.yml prints at its end, computed from what each host's play
+left (``__extract_result``) and inventory_check's addresses, and rendered by the collection's
+one table renderer (module_utils/text_table.py), the status table's too."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+name: rollout_table
+short_description: The rollout table of extract.yml, from the hosts' results
+version_added: 0.1.0
+description:
+  - One row per SGLang server (a multi-node server's nodes in one cell, in rank order) with its VMID@HYPERVISOR of
+    each node, GPUs, driver, the URL the controller calls (inventory_check's C(addresses), placed as it is), health
+    and run (V(applied), V(unchanged), V(failed) or V(-)); then C(N of M servers healthy); then one C(FAILED) line
+    per host that did not come up, with the task and cause its play kept (its whitespace, newlines included, as
+    single spaces, one line per host), or why it has no result.
+  - A host without C(__extract_result) is V(UNREACHABLE) (not reached over SSH, or the rollout stopped before it).
+  - Runs on the controller, like every filter.
+options:
+  _input:
+    description: The extraction servers (C(groups['extraction_servers'])), in inventory order.
+    type: list
+    elements: str
+    required: true
+  hostvars:
+    description: The play's C(hostvars).
+    type: dict
+    required: true
+  addresses:
+    description: inventory_check's C(addresses), each host's C(controller_url) among them.
+    type: dict
+    required: true
+'''
+
+EXAMPLES = r'''
+- name: Print the rollout table
+  ansible.builtin.debug:
+    msg: "{{ groups['extraction_servers'] | eagle3.extraction.rollout_table(hostvars, __extract_inventory.addresses) }}"
+'''
+
+RETURN = r'''
+_value:
+  description: The table's lines, the summary line and the C(FAILED) lines, joined by newlines.
+  type: str
+'''
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.eagle3.extraction.plugins.filter.sglang_server_layout import READ as LAYOUT_READ
+from ansible_collections.eagle3.extraction.plugins.module_utils.text_table import table_lines
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import layout
+
+RESULT = '__extract_result'
+READ = LAYOUT_READ + ('proxmox_container_vmid', 'proxmox_container_node', RESULT)
+HEADER = ['SERVER', 'VMID@HYPERVISOR', 'GPUS', 'DRIVER', 'URL', 'HEALTH', 'RUN']
+NOT_REACHED = {'health': 'UNREACHABLE', 'run': '-'}
+NOT_REACHED_CAUSE = 'unreachable over SSH, or the rollout stopped before it (extract_max_fail_percentage)'
+
+
+def unique(values):
+    seen = []
+    for value in values:
+        if value not in seen:
+            seen.append(value)
+    return seen
+
+
+def server_row(server, hosts, addresses):
+    """One server's row from its nodes' values (rank order)."""
+    nodes = [hosts[name] for name in server['nodes']]
+    results = [node.get(RESULT) or NOT_REACHED for node in nodes]
+    healths = [result.get('health') for result in results]
+    runs = unique(result.get('run') for result in results)
+    if healths == ['healthy'] * len(healths):
+        health = 'healthy'
+    else:
+        health = 'FAILED' if 'FAILED' in healths else 'UNREACHABLE'
+    if len(runs) == 1:
+        run = runs[0]
+    else:
+        run = 'failed' if 'failed' in runs else 'applied'
+    name = server['name'] if server['nnodes'] == 1 else '%s (%s)' % (server['name'], ', '.join(server['nodes']))
+    return [name,
+            ', '.join('%s@%s' % (node.get('proxmox_container_vmid', '?'), node.get('proxmox_container_node', '?'))
+                      for node in nodes),
+            ' + '.join(str(result.get('gpus', '-')) for result in results),
+            ', '.join(unique(str(result.get('driver', '-')) for result in results)),
+            (addresses.get(server['rank0']) or {}).get('controller_url', '-'),
+            health, run]
+
+
+def one_line(text):
+    """A cause copied from a command's output keeps its words, on one line: a reader takes each
+    FAILED line as one host."""
+    return ' '.join(str(text).split())
+
+
+def failure_line(name, result):
+    if result.get('cause') is not None:
+        return 'FAILED %s: failed in %s: %s' % (name, one_line(result.get('task', '?')), one_line(result['cause']))
+    return 'FAILED %s: %s' % (name, NOT_REACHED_CAUSE)
+
+
+def rollout_lines(hosts, addresses):
+    """``hosts``: ``{host: {variable: value}}`` in inventory order (READ's variables that are set)."""
+    rows = [HEADER]
+    failures = []
+    for name, values in hosts.items():
+        result = values.get(RESULT) or NOT_REACHED
+        if result.get('health') != 'healthy':
+            failures.append(failure_line(name, result))
+        server = layout(hosts, name)
+        if server['rank'] == 0:
+            rows.append(server_row(server, hosts, addresses))
+    healthy = len([row for row in rows[1:] if row[5] == 'healthy'])
+    return table_lines(rows) + ['%d of %d servers healthy' % (healthy, len(rows) - 1)] + failures
+
+
+def rollout_table(hosts, hostvars, addresses):
+    if not isinstance(hosts, (list, tuple)) or not all(isinstance(host, str) for host in hosts):
+        raise AnsibleFilterError('rollout_table: the input must be the list of extraction servers')
+    if not isinstance(addresses, dict):
+        raise AnsibleFilterError("rollout_table: addresses must be inventory_check's addresses, a dict")
+    values = {}
+    for name in hosts:
+        found = hostvars[name]
+        values[name] = dict((key, found[key]) for key in READ if key in found)
+    return '\n'.join(rollout_lines(values, addresses))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {'rollout_table': rollout_table}

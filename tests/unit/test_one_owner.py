@@ -1,0 +1,58 @@
+"""Each derived thing has one owner, read from the roles' and playbooks' YAML and templates:
+"converged" is decided by the module converged_state, called from one task file, and no task
+checksums files itself; no template or task computes a table with Jinja (the filter
+rollout_table and module_utils/text_table do)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+YAML = sorted(p for pattern in ('roles/**/*.yml', 'playbooks/**/*.yml', 'extract.yml') for p in REPO.glob(pattern))
+TEMPLATES = sorted(p for pattern in ('roles/**/*.j2', 'playbooks/**/*.j2') for p in REPO.glob(pattern))
+# a Jinja statement that builds a list up (rows of a table, lines of a message) is a program
+BUILDS_A_LIST = re.compile(r'\{%-?\s*(set\s+\w+\s*=\s*\[|set\s+\w+\s*=\s*\w+\.append\(|do\s)')
+
+
+def tasks(node):
+    """Every task mapping under a play, a task list or a block."""
+    if isinstance(node, list):
+        for item in node:
+            yield from tasks(item)
+    elif isinstance(node, dict):
+        if any(key in node for key in ('block', 'rescue', 'always', 'tasks', 'pre_tasks', 'post_tasks')):
+            for key in ('block', 'rescue', 'always', 'tasks', 'pre_tasks', 'post_tasks'):
+                yield from tasks(node.get(key) or [])
+        else:
+            yield node
+
+
+def calls(module):
+    found = []
+    for path in YAML:
+        for task in tasks(yaml.safe_load(path.read_text()) or []):
+            if module in task:
+                found.append(str(path.relative_to(REPO)))
+    return found
+
+
+def test_converged_is_decided_by_one_module_from_one_task_file():
+    assert sorted(set(calls('eagle3.extraction.converged_state'))) == ['playbooks/tasks/converged.yml']
+
+
+def test_no_task_checksums_files_with_a_command():
+    offenders = []
+    for path in YAML:
+        for task in tasks(yaml.safe_load(path.read_text()) or []):
+            for key in ('ansible.builtin.command', 'ansible.builtin.shell'):
+                if 'sha256sum' in str(task.get(key, '')):
+                    offenders.append('%s: %s' % (path.relative_to(REPO), task.get('name')))
+    assert offenders == []
+
+
+def test_no_template_or_task_builds_a_table_in_jinja():
+    offenders = [str(path.relative_to(REPO)) for path in YAML + TEMPLATES if BUILDS_A_LIST.search(path.read_text())]
+    assert offenders == []
