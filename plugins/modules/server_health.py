@@ -15,7 +15,8 @@ description:
     the server answers 200 (RV(state=ready)) or the unit fails, stops or restarts (RV(state=died)); after
     O(timeout) the state is V(starting).
   - With O(timeout=0) it looks once; the role reads RV(restarts) and RV(log_size) that way before a start, so that
-    the wait afterwards notices a restart and shows only the new start's log lines.
+    the wait afterwards notices a restart and shows only the new start's log lines, and the unit's state
+    (RV(load_state), RV(active_state)) that the reclamation, extract.yml and stop go by.
   - Returns the last 50 lines of O(log_file) written since O(log_offset), the newest of them, and the cause of
     death it recognises (a missing Python module, a port in use, CUDA out of memory, an NCCL error). Every log line
     returned is redacted (C(--api-key) values, tokens, passwords).
@@ -91,6 +92,11 @@ http:
   description: The last HTTP status of O(url), null when nothing answered.
   returned: always
   type: int
+load_state:
+  description: The unit's C(LoadState) at the end (V(loaded), V(not-found), ...).
+  returned: always
+  type: str
+  sample: loaded
 active_state:
   description: The unit's C(ActiveState) at the end.
   returned: always
@@ -148,6 +154,7 @@ CAUSES = [
     ('NCCL WARN', 'NCCL error (check the NCCL_* variables, /dev/shm and the interconnect)'),
 ]
 DEAD_STATES = ('failed', 'inactive', 'deactivating')
+PROPERTIES = ('LoadState', 'ActiveState', 'SubState', 'NRestarts')
 
 
 def recognised_cause(lines):
@@ -169,7 +176,7 @@ def watch(unit, url, restarts_before, timeout):
     deadline = time.monotonic() + timeout
     code = None
     while True:
-        props = unit_properties(unit)
+        props = unit_properties(unit, PROPERTIES)
         died = (props['ActiveState'] in DEAD_STATES or props['SubState'] == 'auto-restart'
                 or as_int(props['NRestarts']) > restarts_before)
         if died:
@@ -214,7 +221,7 @@ def main():
         log_size = 0
     module.exit_json(
         changed=False, state=state, http=code,
-        active_state=props['ActiveState'], restarts=as_int(props['NRestarts']), log_size=log_size,
+        load_state=props['LoadState'], active_state=props['ActiveState'], restarts=as_int(props['NRestarts']), log_size=log_size,
         unit='%s/%s, %s automatic restarts' % (props['ActiveState'], props['SubState'], props['NRestarts']),
         tail=lines, newest=lines[-1] if lines else '', cause=recognised_cause(lines),
     )

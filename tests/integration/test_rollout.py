@@ -374,7 +374,7 @@ def test_server_crashing_at_start_fails_its_host_with_the_cause(tmp_path, state)
     assert result.failed_hosts() == ['ct2']
     assert_healthy(result, hosts=('ct1', 'ct3'))
     failure = result.results('Fail this host', 'ct2')['ct2']['msg']
-    assert 'Fail with the cause when the server did not come up' in failure
+    assert 'Wait for /health to answer 200 on every node of the server, or fail with the node and cause' in failure
     assert 'a Python module is missing from the venv' in failure
     assert "No module named 'sgl_kernel'" in failure
     rows, summary = result.table()

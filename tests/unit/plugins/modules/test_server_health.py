@@ -26,7 +26,8 @@ def unit(monkeypatch):
 
     def props(name, properties=None):
         state = script['states'][min(script['looks'], len(script['states']) - 1)]
-        return {'ActiveState': state[0], 'SubState': state[1], 'NRestarts': state[2]}
+        return {'LoadState': 'not-found' if state[0] == 'inactive' and state[1] == 'dead' else 'loaded',
+                'ActiveState': state[0], 'SubState': state[1], 'NRestarts': state[2]}
 
     def answer(url):
         code = script['codes'][min(script['looks'], len(script['codes']) - 1)]
@@ -73,6 +74,16 @@ def test_one_look_reads_restarts_and_log_size(unit, capsys, tmp_path):
     result = run({'log_file': str(log)}, capsys)
     assert result['restarts'] == 2 and result['log_size'] == len('old start\n')
     assert result['active_state'] == 'inactive'
+
+
+@pytest.mark.parametrize('states, load_state', [
+    ([('inactive', 'dead', '0')], 'not-found'),   # stop.yml stops nothing on a host without the unit
+    ([('active', 'running', '0')], 'loaded'),
+])
+def test_one_look_says_whether_the_unit_exists(unit, capsys, states, load_state):
+    unit['states'] = states
+    result = run({}, capsys)
+    assert result['load_state'] == load_state
 
 
 def test_tail_is_this_start_only_redacted_with_the_cause(unit, capsys, tmp_path):
