@@ -8,8 +8,8 @@
 #   CPU torch, aiohttp and their dependencies, for the containers' Python (Debian 12:
 #                   3.11): what the stand-in's capture and the extraction job import
 #   packaging       what ml_env installs into each venv for ansible.builtin.pip
-# Prints the directory. Needs the controller venv (.venv) and, once, PyPI (and the
-# PyTorch CPU index) for the wheels; everything downloaded is cached in $LAB/cache.
+# Prints the directory. Needs the controller venv (.venv) and, once, PyPI and the CPU
+# torch wheel on disk; everything downloaded is cached in $LAB/cache.
 set -euo pipefail
 # shellcheck source=tests/fleet/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -33,6 +33,9 @@ fi
 
 # The job's and the capture's libraries, pinned as tests/torch-venv.sh pins them, for the
 # containers' CPython 3.11 on x86_64 (pip download on the controller, whatever its Python).
+# The CPU build of torch (2.13.0+cpu) is the one these machines' pip finds on disk
+# (its find-links); PyTorch's own index is not reachable from them, and asking it costs
+# five retries a package.
 JOB_PINS=(torch==2.13.0 aiohttp==3.14.5)
 JOB_WHEELS=$LAB/cache/job-wheels
 job_stamp=$JOB_WHEELS/.pins-$(printf '%s\n' "${JOB_PINS[@]}" | sha256sum | cut -c1-16)
@@ -42,7 +45,7 @@ if [ ! -f "$job_stamp" ]; then
   "$PYTHON" -m pip download --quiet --only-binary=:all: --dest "$JOB_WHEELS" \
     --python-version 3.11 --implementation cp --abi cp311 --abi abi3 --abi none \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-    --platform any --extra-index-url https://download.pytorch.org/whl/cpu "${JOB_PINS[@]}" >&2
+    --platform any "${JOB_PINS[@]}" >&2
   rm -f "$JOB_WHEELS"/.pins-*
   touch "$job_stamp"
 fi
