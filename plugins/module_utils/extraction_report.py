@@ -76,19 +76,21 @@ def status_table(reports):
 
     The whole job's ETA is the slowest shard's: they run in parallel.
     """
+    # FAILED: samples not done whose last try failed (a refused prompt, a rejected dump), from
+    # the manifest; ERRORS: every error the job logged
     header = ('HOST', 'SHARD', 'STATE', 'DONE', 'OF', '%', 'TOK/S', 'ETA', 'SHM GiB', 'OUT FREE GiB',
-              'ERRORS')
+              'FAILED', 'ERRORS')
     rows = [header]
     totals = {'samples_done': 0, 'samples_total': 0, 'tokens_done': 0, 'tokens_total': 0,
-              'tokens_per_s': 0.0, 'errors': 0, 'eta_s': 0, 'shards': 0}
+              'tokens_per_s': 0.0, 'samples_failed': 0, 'errors': 0, 'eta_s': 0, 'shards': 0}
     for report in sorted(reports, key=lambda r: r['host']):
         statuses = report.get('statuses') or []
         if report.get('error'):
-            rows.append((report['host'], '-', 'unreachable: %s' % report['error'][:60]) + ('-',) * 8)
+            rows.append((report['host'], '-', 'unreachable: %s' % report['error'][:60]) + ('-',) * 9)
             totals['eta_s'] = None
             continue
         if not statuses:
-            rows.append((report['host'], '-', 'no job') + ('-',) * 8)
+            rows.append((report['host'], '-', 'no job') + ('-',) * 9)
             continue
         for s in statuses:
             state = s.get('state', '?')
@@ -102,9 +104,10 @@ def status_table(reports):
                          '%.1f' % (100.0 * done / total) if total else '-',
                          '%.0f' % (s.get('tokens_per_s') or 0), _duration(s.get('eta_s')),
                          '%s/%s' % (_gib(s.get('shm_used_bytes')), _gib(s.get('shm_total_bytes'))),
-                         _gib(s.get('output_free_bytes')), str(s.get('errors', 0))))
+                         _gib(s.get('output_free_bytes')), str(s.get('samples_failed', 0)),
+                         str(s.get('errors', 0))))
             totals['shards'] += 1
-            for key in ('samples_done', 'samples_total', 'tokens_done', 'tokens_total', 'errors'):
+            for key in ('samples_done', 'samples_total', 'tokens_done', 'tokens_total', 'samples_failed', 'errors'):
                 totals[key] += int(s.get(key) or 0)
             totals['tokens_per_s'] += float(s.get('tokens_per_s') or 0) if s.get('alive') else 0.0
             if totals['eta_s'] is not None:
@@ -117,7 +120,7 @@ def status_table(reports):
                  if totals['samples_total'] else '-')
     rows.append(('TOTAL', str(totals['shards']), '', str(totals['samples_done']), str(totals['samples_total']),
                  total_pct, '%.0f' % totals['tokens_per_s'], _duration(totals['eta_s']), '', '',
-                 str(totals['errors'])))
+                 str(totals['samples_failed']), str(totals['errors'])))
     return {'lines': table_lines(rows), 'totals': totals}
 
 
@@ -127,6 +130,9 @@ def _sha256(path):
         for block in iter(lambda: f.read(1 << 20), b''):
             digest.update(block)
     return digest.hexdigest()
+
+
+FAILURES_SHOWN = 10
 
 
 def verify_shard(shard_dir, checksums=True):
@@ -141,6 +147,7 @@ def verify_shard(shard_dir, checksums=True):
     try:
         meta = dict(db.execute('SELECT key, value FROM meta'))
         rows = list(db.execute('SELECT sample_id, path, state, tokens, bytes, sha256 FROM samples ORDER BY idx'))
+        failures = list(db.execute('SELECT sample_id, attempts, reason FROM failures ORDER BY at'))
     finally:
         db.close()
     report['meta'] = meta
@@ -164,6 +171,12 @@ def verify_shard(shard_dir, checksums=True):
         report['samples'] += 1
         report['tokens'] += tokens
         report['bytes'] += nbytes
+    # a sample the server refused (or whose dump was rejected) is not in the output: say why
+    report['failed'] = len(failures)
+    for sample_id, attempts, reason in failures[:FAILURES_SHOWN]:
+        problems.append('%s: not extracted, its last try failed (%d tries): %s' % (sample_id, attempts, reason))
+    if len(failures) > FAILURES_SHOWN:
+        problems.append('%d more samples failed (the failures table of %s)' % (len(failures) - FAILURES_SHOWN, manifest))
     for root, dirs, files in os.walk(shard_dir):
         dirs[:] = [d for d in dirs if d != 'rejected']
         for name in files:

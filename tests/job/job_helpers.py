@@ -72,6 +72,9 @@ class StandinServer:
         self.mutate = {}            # rid -> function changing the payload
         self.stop_after = None      # stop dumping (answer 503) after this many requests
         self.delay = 0.0
+        self.refuse = {}            # rid -> (status, body text): answered so, no dump
+        self.hold = {}              # rid -> seconds the first copy is worked on
+        self.in_flight = set()      # rids being worked on: a second copy gets SGLang's 400
         self.runner = None
         self.url = ""
 
@@ -87,8 +90,18 @@ class StandinServer:
         if self.stop_after is not None and len(self.received) >= self.stop_after:
             return web.json_response({"error": "going away"}, status=503)
         self.received.append(rid)
-        if self.delay:
-            await asyncio.sleep(self.delay)
+        if rid in self.refuse:
+            status, text = self.refuse[rid]
+            return web.json_response({"error": {"message": text}}, status=status)
+        if rid in self.in_flight:
+            # tokenizer_manager: raise ValueError(f"Duplicate request ID detected: {rid}")
+            return web.json_response({"error": {"message": f"Duplicate request ID detected: {rid}"}},
+                                     status=400)
+        self.in_flight.add(rid)
+        try:
+            await asyncio.sleep(self.hold.pop(rid, self.delay))
+        finally:
+            self.in_flight.discard(rid)
         if rid not in self.no_dump:
             write_dump(self.dump_dir, rid, body["input_ids"], self.mutate.get(rid))
         return web.json_response({"text": "x", "meta_info": {"id": rid}})

@@ -23,7 +23,7 @@ import threading
 import time
 
 from eagle3_extraction_job import names
-from eagle3_extraction_job.manifest import fsync_dir
+from eagle3_extraction_job.manifest import fsync_dir, makedirs_durable
 
 # the dump stays in tmpfs pages, not copied into the process: the drain needs little RAM
 MMAP = True
@@ -146,6 +146,8 @@ class Drainer:
         self.captured_layers = captured_layers
         self.rejected_dir = os.path.join(output_dir, "rejected")
         self._provenance = None  # (layer_ids, captured_layers, sglang_version, model)
+        self._durable_dirs = set()
+        self._dirs_lock = threading.Lock()
         disable_zip_crc32(torch)
         # the drain's parallelism is its threads: each one's tensor ops (the checks) run
         # on one core. torch's default, a team of one thread a core for every calling
@@ -221,6 +223,22 @@ class Drainer:
             return   # never committed: nothing to undo
         self.manifest.drop(sample_id)
 
+    def _durable_dir(self, directory):
+        """``directory`` exists and its entry is on the disk, for every thread.
+
+        A thread that finds a rows dir another thread has just made must not link into it
+        and commit ``done`` before that dir's entry in its parent was fsync'ed: the lock
+        holds it until the maker's fsync is done. Each dir is seen to once a process (a
+        dir an earlier run made is fsync'ed again, which costs one fsync)."""
+        if directory in self._durable_dirs:
+            return
+        with self._dirs_lock:
+            if directory not in self._durable_dirs:
+                makedirs_durable(directory)
+                if os.path.abspath(directory) != os.path.abspath(self.output_dir):
+                    fsync_dir(os.path.dirname(os.path.abspath(directory)))
+                self._durable_dirs.add(directory)
+
     def write(self, relpath, payload):
         """Write ``payload`` durably under ``relpath``: temp file, fsync, link.
 
@@ -229,9 +247,7 @@ class Drainer:
         """
         final = os.path.join(self.output_dir, relpath)
         directory = os.path.dirname(final)
-        if not os.path.isdir(directory):
-            os.makedirs(directory, exist_ok=True)
-            fsync_dir(self.output_dir)
+        self._durable_dir(directory)
         tmp = os.path.join(directory, f".{os.path.basename(final)}.{os.getpid()}.tmp")
         try:
             with open(tmp, "wb") as f:
@@ -263,6 +279,19 @@ class Drainer:
         fsync_dir(self.rejected_dir)
         os.unlink(dump_path)
         return target
+
+
+def redo_missing(manifest, output_dir):
+    """Forget each ``done`` row whose file is not there; returns their sample ids.
+
+    Such a row is what a crash leaves when a file's directory entry never reached the
+    disk (or what a person who removed a file to have it redone wants): its sample is then
+    sent and drained again like any other. One stat a finished file, at start only."""
+    missing = [sample_id for sample_id, relpath in manifest.done_rows()
+               if not os.path.isfile(os.path.join(output_dir, relpath))]
+    for sample_id in missing:
+        manifest.undo_done(sample_id)
+    return missing
 
 
 def recover(manifest, output_dir):

@@ -15,6 +15,7 @@ import concurrent.futures
 import glob
 import logging
 import os
+import sqlite3
 import time
 
 from eagle3_extraction_job import chat, dataset, drain, manifest, names, sender, space, status
@@ -25,9 +26,32 @@ EXIT_COMPLETE = 0
 EXIT_INCOMPLETE = 1
 EXIT_REFUSED = 2
 
+# a drain that met a full or failing output disk tries that dump again after this long
+DISK_RETRY_S = 5.0
+
 
 class Refused(RuntimeError):
     """The job will not start (space, a foreign output dir, the API key...)."""
+
+
+class DrainFailed(RuntimeError):
+    """The drain met what it cannot go on through: every sample would wait on it.
+
+    ``permanent``: a restart meets it again (the dumps come from another sglang than the
+    output's, say), so the job exits with EXIT_REFUSED, which systemd does not restart."""
+
+    def __init__(self, message, permanent=False):
+        super().__init__(message)
+        self.permanent = permanent
+
+
+def _disk_trouble(exc):
+    """A failure of the output disk that passes (full, read-only for a while): try again."""
+    if isinstance(exc, OSError):
+        return True
+    # sqlite's "database or disk is full" and "disk I/O error" are not OSErrors
+    return isinstance(exc, sqlite3.OperationalError) and any(
+        word in str(exc) for word in ("full", "disk I/O"))
 
 
 class Job:  # pylint: disable=too-many-instance-attributes
@@ -46,6 +70,8 @@ class Job:  # pylint: disable=too-many-instance-attributes
         self.acks = {}
         self.draining = set()
         self.errors = []          # (time, sample id, message), newest last
+        self.refused = set()      # samples the server refused (4xx) in this run
+        self.samples_failed = 0   # the manifest's failures, as of the last status write
         self.error_count = 0
         self.foreign_dumps = 0
         self.state = "starting"
@@ -86,6 +112,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
             "shm_used_bytes": gate.shm.used if gate else 0,
             "shm_total_bytes": gate.shm.total if gate else 0,
             "output_free_bytes": gate.out.free if gate else 0,
+            "samples_failed": self.samples_failed,
             "errors": self.error_count,
             "bad_lines": len(self.scan.bad_lines) if self.scan else 0,
             "foreign_dumps": self.foreign_dumps,
@@ -96,9 +123,12 @@ class Job:  # pylint: disable=too-many-instance-attributes
 
     def write_status(self):
         try:
+            if self.manifest:
+                self.samples_failed = self.manifest.failed_count()
             if self.gate:
                 self.gate.update()
-            status.write_json_atomic(self.cfg.effective_status_file, self.snapshot())
+            status.write_json_atomic(self.cfg.effective_status_file, self.snapshot(),
+                                     mode=status.STATUS_MODE)
         except OSError as exc:
             log.warning("cannot write %s: %s", self.cfg.effective_status_file, exc)
 
@@ -156,6 +186,10 @@ class Job:  # pylint: disable=too-many-instance-attributes
         undone = drain.recover(self.manifest, cfg.output_dir)
         if undone:
             log.warning("removed %d interrupted writes; their samples are drained again", undone)
+        missing = drain.redo_missing(self.manifest, cfg.output_dir)
+        if missing:
+            log.warning("%d finished samples have no file (%s%s): they are extracted again",
+                        len(missing), ", ".join(missing[:5]), ", ..." if len(missing) > 5 else "")
         self.drainer = drain.Drainer(self.torch, self.manifest, cfg.output_dir,
                                      hidden_size=cfg.hidden_size,
                                      captured_layers=cfg.captured_layers)
@@ -207,10 +241,16 @@ class Job:  # pylint: disable=too-many-instance-attributes
                 self.error(sample_id, f"cannot move the rejected dump aside: {move_exc}")
             self._ack(sample_id, "rejected: " + str(exc))
             return
-        except OSError as exc:
+        except manifest.ManifestMismatch as exc:
+            # the dump's provenance (layers, sglang version, model) is not the output's
+            raise DrainFailed(f"drain of {path}: {exc}", permanent=True) from exc
+        except Exception as exc:  # pylint: disable=broad-except
+            if not _disk_trouble(exc):
+                log.exception("drain of %s failed", path)
+                raise DrainFailed(f"drain of {path} failed: {type(exc).__name__}: {exc}") from exc
             # the output disk (full, read-only...): the dump stays and is tried again
             self.error(sample_id, f"drain of {path} failed, will retry: {exc}")
-            await asyncio.sleep(5)
+            await asyncio.sleep(DISK_RETRY_S)
             return
         finally:
             self.draining.discard(path)
@@ -233,14 +273,23 @@ class Job:  # pylint: disable=too-many-instance-attributes
                 continue
             self.draining.add(path)
             tasks.append(asyncio.create_task(self.drain_one(path, sample_id)))
-        if tasks:
-            await asyncio.gather(*tasks)
+        # every drain of the pass ends before a failure is raised: none is left running
+        for outcome in await asyncio.gather(*tasks, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                raise outcome
         return len(tasks)
 
-    async def _drain_loop(self):
-        while True:
+    async def _drain_loop(self, stop):
+        """Passes until ``stop`` is set; the pass under way when it is set is finished.
+
+        Never cancelled: a cancelled pass would leave its threads draining dumps that
+        the final pass then finds and drains again."""
+        while not stop.is_set():
             if not await self.drain_pass():
-                await asyncio.sleep(self.cfg.poll_interval)
+                try:
+                    await asyncio.wait_for(stop.wait(), self.cfg.poll_interval)
+                except asyncio.TimeoutError:
+                    pass
 
     # -- sending ----------------------------------------------------------------
 
@@ -275,15 +324,29 @@ class Job:  # pylint: disable=too-many-instance-attributes
                 if self.manifest.is_done(sid) is not None:
                     return True
                 fut = self.acks[sid] = loop.create_future()
+                refused = None
                 try:
                     await client.generate(sample)
+                except sender.AlreadySent:
+                    pass   # an earlier try is still at the server: its dump answers this one
                 except sender.RetryableError as exc:
                     problem = f"try {attempt}: {exc}"
                     fut = None
                     self.acks.pop(sid, None)
+                except sender.SampleError as exc:
+                    refused, fut = exc, None
+                    self.acks.pop(sid, None)
                 except BaseException:
                     self.acks.pop(sid, None)
                     raise
+            if refused is not None:
+                # sending it again will not help (too long for the context, ...): the
+                # sample is recorded as failed with the server's reason; the others go on
+                reason = f"refused by the server: {refused}"
+                self.refused.add(sid)
+                self.error(sid, reason)
+                self.manifest.record_failure(sid, reason)
+                return False
             if fut is not None:
                 try:
                     result = await asyncio.wait_for(fut, cfg.ack_timeout)
@@ -318,15 +381,39 @@ class Job:  # pylint: disable=too-many-instance-attributes
             # a window of tasks, not one per sample: 1M samples must not mean 1M coroutines
             pending = set()
             window = self.cfg.concurrency * 4
-            for sample in todo:
-                if len(pending) >= window:
-                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                    for task in done:
-                        task.result()
-                pending.add(asyncio.create_task(self.send_one(client, sem, sample)))
-            if pending:
+            try:
+                for sample in todo:
+                    if len(pending) >= window:
+                        done, pending = await asyncio.wait(pending,
+                                                           return_when=asyncio.FIRST_COMPLETED)
+                        for task in done:
+                            task.result()
+                    pending.add(asyncio.create_task(self.send_one(client, sem, sample)))
                 for task in asyncio.as_completed(pending):
                     await task
+            finally:
+                # stopped early (the API key refused, the drain failed): no send goes on alone
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _send_and_drain(self, todo):
+        """Send ``todo`` while the drain runs; a drain that fails stops the sending."""
+        stop = asyncio.Event()
+        drain_task = asyncio.create_task(self._drain_loop(stop))
+        send_task = asyncio.create_task(self._send_all(todo))
+        try:
+            await asyncio.wait({drain_task, send_task}, return_when=asyncio.FIRST_COMPLETED)
+            if drain_task.done():      # before the sending ended: only by failing
+                send_task.cancel()
+                await asyncio.gather(send_task, return_exceptions=True)
+                drain_task.result()
+            await send_task
+        finally:
+            send_task.cancel()
+            stop.set()
+            # the pass under way ends on its own (see _drain_loop)
+            await asyncio.gather(send_task, drain_task, return_exceptions=True)
 
     # -- the run ----------------------------------------------------------------
 
@@ -353,21 +440,28 @@ class Job:  # pylint: disable=too-many-instance-attributes
             except space.NotEnoughSpace as exc:
                 raise Refused(str(exc)) from exc
             self.write_card(complete=False)
-            drain_task = asyncio.create_task(self._drain_loop())
-            try:
-                await self._send_all(todo)
-            finally:
-                drain_task.cancel()
-                await asyncio.gather(drain_task, return_exceptions=True)
+            await self._send_and_drain(todo)
             await self.drain_pass()
             self.totals = self.manifest.totals()
-            complete = all(sid in self.manifest.done_ids() for sid in self.samples)
-            self.state = "complete" if complete else "incomplete"
-            self.write_card(complete=complete)
+            left = self.samples.keys() - self.manifest.done_ids()
+            self.state = "incomplete" if left else "complete"
+            self.write_card(complete=not left)
             log.info("%s: %d of %d samples, %d tokens, %d bytes", self.state,
                      self.totals["samples"], len(self.samples), self.totals["tokens"],
                      self.totals["bytes"])
-            return EXIT_COMPLETE if complete else EXIT_INCOMPLETE
+            if not left:
+                return EXIT_COMPLETE
+            if left <= self.refused:
+                # a restart would send them again only to be refused again: stop here
+                self.error(None, f"{len(left)} samples refused by the server (their reasons are "
+                                 "above and in the manifest's failures): fix them or the server, "
+                                 "then start the job again")
+                return EXIT_REFUSED
+            return EXIT_INCOMPLETE
+        except DrainFailed as exc:
+            self.state = "failed"
+            self.error(None, f"the drain stopped, so does the job: {exc}")
+            return EXIT_REFUSED if exc.permanent else EXIT_INCOMPLETE
         except Refused as exc:
             self.state = "refused"
             self.error(None, f"refused to start: {exc}")

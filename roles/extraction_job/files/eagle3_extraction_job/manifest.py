@@ -56,6 +56,25 @@ def fsync_dir(path):
         os.close(fd)
 
 
+def makedirs_durable(path, mode=0o755):
+    """``os.makedirs``, and each directory it made is fsync'ed into its parent.
+
+    Returns once every new entry is on the disk: a file linked below ``path`` afterwards
+    cannot be lost with a directory whose own entry never reached the disk."""
+    path = os.path.abspath(path)
+    missing = []
+    while not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, mode)
+        except FileExistsError:
+            if not os.path.isdir(directory):
+                raise
+        fsync_dir(os.path.dirname(directory))
+
+
 class _Ticket:
     """One caller's work in a group commit and, once ``finished`` is set, its outcome."""
 
@@ -141,6 +160,16 @@ class Manifest:  # pylint: disable=too-many-instance-attributes
     def drop(self, sample_id):
         with self._lock:
             self._db.execute("DELETE FROM samples WHERE sample_id = ? AND state = 'writing'",
+                             (sample_id,))
+
+    def done_rows(self):
+        """``[(sample_id, path)]`` of every ``done`` row."""
+        return self._read("SELECT sample_id, path FROM samples WHERE state = 'done'")
+
+    def undo_done(self, sample_id):
+        """Forget a ``done`` row whose file is gone, so that its sample is extracted again."""
+        with self._lock:
+            self._db.execute("DELETE FROM samples WHERE sample_id = ? AND state = 'done'",
                              (sample_id,))
 
     # -- group commit -----------------------------------------------------------
@@ -268,6 +297,10 @@ class Manifest:  # pylint: disable=too-many-instance-attributes
     def failures(self):
         return self._read("SELECT sample_id, attempts, reason FROM failures ORDER BY at")
 
+    def failed_count(self):
+        """Samples not done whose last try failed (``finish`` removes a sample's failure)."""
+        return self._read("SELECT COUNT(*) FROM failures")[0][0]
+
     def totals(self):
         row = self._read(
             "SELECT COUNT(*), COALESCE(SUM(tokens), 0), COALESCE(SUM(bytes), 0) "
@@ -276,5 +309,5 @@ class Manifest:  # pylint: disable=too-many-instance-attributes
 
 
 def open_manifest(output_dir):
-    os.makedirs(output_dir, mode=0o755, exist_ok=True)
+    makedirs_durable(output_dir)
     return Manifest(os.path.join(output_dir, "manifest.sqlite"))

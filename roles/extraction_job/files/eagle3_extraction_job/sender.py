@@ -7,6 +7,7 @@ One ``POST /generate`` per sample with the token ids, rid ``<job>-<sample id>`` 
 is not an acknowledgement; the dump file is (see :mod:`eagle3_extraction_job.job`).
 """
 import asyncio
+import re
 
 from eagle3_extraction_job import names
 
@@ -18,11 +19,44 @@ class RetryableError(RuntimeError):
 
 
 class SampleError(RuntimeError):
-    """The server refused this sample (4xx): sending it again will not help."""
+    """The server refused this sample (4xx): sending it again will not help.
+
+    SGLang answers 400 for a prompt longer than its context, for example: the sample is
+    recorded as failed with this reason and the others go on."""
+
+
+class AlreadySent(RuntimeError):
+    """The server still holds an earlier copy of this request (its rid is registered).
+
+    SGLang answers 400 "Duplicate request ID" when a retry reaches it before the first
+    copy finished (a timed-out attempt that the server went on with): that copy's dump
+    is the answer to wait for, as for a 200."""
+
+
+# SGLang's words for a rid it still holds (tokenizer_manager: "Duplicate request ID ...")
+DUPLICATE_RID = "duplicate request id"
 
 
 class FatalError(RuntimeError):
     """No request can succeed (401/403: the API key): the job stops."""
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+DETAIL_CHARS = 200
+
+
+def answer_detail(status, text, secrets=()):
+    """What the log and status.json keep of an answer: one line, cut, no secret in it.
+
+    A server's error body may echo what it was sent (a header, the key): each secret is
+    replaced before the text is cut, so no part of one survives either."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "********")
+    text = _CONTROL.sub(" ", text).strip()
+    if len(text) > DETAIL_CHARS:
+        text = text[:DETAIL_CHARS] + "..."
+    return f"HTTP {status}: {text}"
 
 
 def backoff(attempt, initial, maximum):
@@ -44,6 +78,7 @@ class Sender:
         self.job = job
         self.timeout = aiohttp.ClientTimeout(total=request_timeout)
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.secrets = (api_key,) if api_key else ()
 
     @staticmethod
     def body(job, sample):
@@ -75,9 +110,11 @@ class Sender:
             raise RetryableError(f"{type(exc).__name__}: {exc}") from exc
         if status == 200:
             return
-        detail = f"HTTP {status}: {text[:200]}"
+        detail = answer_detail(status, text, self.secrets)
         if status in (401, 403):
             raise FatalError(f"the server refused the API key ({detail})")
         if status in RETRY_STATUSES:
             raise RetryableError(detail)
+        if status == 400 and DUPLICATE_RID in text.lower():
+            raise AlreadySent(detail)
         raise SampleError(detail)

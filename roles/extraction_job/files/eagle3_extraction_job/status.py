@@ -15,11 +15,19 @@ STATUS_FORMAT = 1
 CARD_FORMAT = 1
 
 
-def write_json_atomic(path, value):
+# status.json holds what the server answered (last_errors): its owner alone reads it, as
+# the job's log dir; the dataset card is for everyone who trains from the output
+STATUS_MODE = 0o600
+CARD_MODE = 0o644
+
+
+def write_json_atomic(path, value, mode=CARD_MODE):
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    os.fchmod(fd, mode)   # whatever the umask, and a leftover temp file's mode
+    with open(fd, "w", encoding="utf-8") as f:
         json.dump(value, f, indent=1, sort_keys=True)
         f.write("\n")
         f.flush()

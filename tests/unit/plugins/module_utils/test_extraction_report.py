@@ -1,0 +1,64 @@
+# -*- coding: utf-8 -*-
+# Copyright: eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""verify and status count the samples the job could not extract, with their reasons."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+
+from ansible_collections.eagle3.extraction.plugins.module_utils.extraction_report import (
+    FAILURES_SHOWN, status_table, verify_shard)
+
+JOB_MANIFEST = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', 'extraction_job', 'files',
+                            'eagle3_extraction_job', 'manifest.py')
+
+
+def job_manifest():
+    """The job's own manifest module (standard library only): its schema, not a copy of it."""
+    spec = importlib.util.spec_from_file_location('job_manifest', JOB_MANIFEST)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def shard_with_failures(tmp_path, failed):
+    shard = tmp_path / 'testjob' / 'shard-0'
+    m = job_manifest().open_manifest(str(shard))
+    m.pin(job='testjob', shard_index=0, shard_count=1, dataset_sha256='d' * 64)
+    for n in range(failed):
+        m.record_failure('s%05d' % n, 'refused by the server: HTTP 400: longer than the context')
+    m.close()
+    (shard / 'dataset_card.json').write_text(json.dumps(
+        {'samples': 0, 'tokens': 0, 'bytes': 0, 'dataset_sha256': 'd' * 64, 'complete': False,
+         'shard_samples': failed}))
+    return str(shard)
+
+
+def test_verify_names_each_sample_that_failed_and_why(tmp_path):
+    report = verify_shard(shard_with_failures(tmp_path, 2))
+    assert report['failed'] == 2
+    failed_lines = [p for p in report['problems'] if 'not extracted' in p]
+    assert len(failed_lines) == 2
+    assert failed_lines[0].startswith('s00000: not extracted') and 'longer than the context' in failed_lines[0]
+
+
+def test_verify_shows_a_bounded_number_of_failures_and_counts_the_rest(tmp_path):
+    report = verify_shard(shard_with_failures(tmp_path, FAILURES_SHOWN + 5))
+    assert len([p for p in report['problems'] if 'not extracted' in p]) == FAILURES_SHOWN
+    assert any(p.startswith('5 more samples failed') for p in report['problems'])
+
+
+def test_the_status_table_has_the_failed_samples_of_each_shard_and_their_total():
+    status = {'shard_index': 0, 'shard_count': 2, 'state': 'incomplete', 'alive': False, 'samples_done': 7,
+              'samples_total': 8, 'samples_failed': 1, 'errors': 3}
+    table = status_table([{'host': 'ct1', 'statuses': [status]},
+                          {'host': 'ct2', 'statuses': [dict(status, shard_index=1, samples_failed=2)]}])
+    header = re.split(r'\s{2,}', table['lines'][0].strip())
+    column = header.index('FAILED')
+    cells = [re.split(r'\s{2,}', line.strip()) for line in table['lines'][1:]]
+    assert [row[column] for row in cells[:2]] == ['1', '2']
+    assert table['totals']['samples_failed'] == 3
