@@ -251,3 +251,39 @@ def test_status_json_is_the_owners_alone_and_holds_no_key(job_dirs):
     text = open(path, encoding="utf-8").read()
     assert key not in text and "Authorization: Bearer ********" in text
     assert key not in json.dumps(failures(job_dirs["out"]))
+
+
+def test_a_token_id_beyond_the_models_vocabulary_is_a_bad_line_and_the_rest_go_on(job_dirs, tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"hidden_size": 8, "vocab_size": 1000}))
+    samples = make_samples(4)
+    beyond = ("s99999", [5, 6, 1000, 7], [0, 0, 1, 1])   # 1000 is not below vocab_size 1000
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", samples + [beyond])
+
+    async def body(server):
+        job = jobmod.Job(config_for(job_dirs, ds, server.url, model_path=str(model)), torch)
+        return await job.run_async(), job.snapshot(), list(server.received)
+    code, snap, sent = run(with_server(job_dirs, body))
+    assert code == jobmod.EXIT_COMPLETE and snap["bad_lines"] == 1
+    assert "testjob-s99999" not in sent
+    check_outputs(job_dirs["out"], samples)
+
+
+def test_conversations_without_a_tokenizer_are_bad_lines_and_the_tokenized_ones_go_on(job_dirs):
+    samples = make_samples(3)
+    chat_line = json.dumps({"id": "c1", "conversations": [{"role": "user", "content": "hi"},
+                                                           {"role": "assistant", "content": "hello"}]})
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", samples, extra_lines=[chat_line])
+
+    def no_tokenizer(_path, **_kw):
+        raise OSError("Can't load tokenizer for '/models/kimi': no tokenizer.json")
+
+    async def body(server):
+        job = jobmod.Job(config_for(job_dirs, ds, server.url), torch, tokenizer_factory=no_tokenizer)
+        return await job.run_async(), job
+    code, job = run(with_server(job_dirs, body))
+    assert code == jobmod.EXIT_COMPLETE
+    (bad,) = job.scan.bad_lines
+    assert bad.sample_id == "c1" and bad.line == 4 and "tokenizer" in bad.reason
+    check_outputs(job_dirs["out"], samples)

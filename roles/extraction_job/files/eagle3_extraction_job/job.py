@@ -149,12 +149,21 @@ class Job:  # pylint: disable=too-many-instance-attributes
         cfg = self.cfg
         self.scan = dataset.scan(cfg.dataset, cfg.shard_index, cfg.shard_count, cfg.dataset_format)
         pending = [s for s in self.scan.samples if s.conversations is not None]
+        tok = None
         if pending:
-            tok = self.tokenizer_factory(
-                cfg.tokenizer_path or cfg.model_path,
-                assistant_header=cfg.chat_assistant_header, end_of_turn=cfg.chat_end_of_turn,
-                system_prompt=cfg.chat_system_prompt, max_length=cfg.max_length,
-                ignore_tokens=cfg.chat_ignore_tokens)
+            try:
+                tok = self.tokenizer_factory(
+                    cfg.tokenizer_path or cfg.model_path,
+                    assistant_header=cfg.chat_assistant_header, end_of_turn=cfg.chat_end_of_turn,
+                    system_prompt=cfg.chat_system_prompt, max_length=cfg.max_length,
+                    ignore_tokens=cfg.chat_ignore_tokens)
+            except Exception as exc:  # pylint: disable=broad-except
+                # no tokenizer (not in the venv, not in the model dir), no chat markers: the
+                # conversation lines are bad lines, the pre-tokenized ones still go
+                reason = f"cannot be tokenized: {type(exc).__name__}: {str(exc)[:200]}"
+                for sample in pending:
+                    self.scan.bad_lines.append(dataset.BadLine(sample.line, sample.sample_id, reason))
+        if tok is not None:
             for sample in pending:
                 try:
                     sample.input_ids, sample.loss_mask = tok.encode(sample.conversations)
@@ -162,13 +171,35 @@ class Job:  # pylint: disable=too-many-instance-attributes
                 except (ValueError, TypeError) as exc:
                     self.scan.bad_lines.append(dataset.BadLine(sample.line, sample.sample_id,
                                                                f"chat template: {exc}"))
-        self.samples = {s.sample_id: s for s in self.scan.samples if s.conversations is None}
+        tokenized = [s for s in self.scan.samples if s.conversations is None]
+        vocab = self._vocab_size()
+        beyond = set()
+        for sample in tokenized if vocab else ():
+            if sample.input_ids and max(sample.input_ids) >= vocab:
+                position = next(n for n, t in enumerate(sample.input_ids) if t >= vocab)
+                self.scan.bad_lines.append(dataset.BadLine(sample.line, sample.sample_id, (
+                    f"token id {sample.input_ids[position]} at position {position} is not below "
+                    f"the model's vocab_size {vocab}")))
+                beyond.add(sample.sample_id)
+        self.samples = {s.sample_id: s for s in tokenized if s.sample_id not in beyond}
         self.shard_tokens = sum(s.tokens for s in self.samples.values())
         for bad in self.scan.bad_lines:
             log.error("dataset %s: %s", cfg.dataset, bad)
         log.info("dataset %s: %d good lines, %d bad; shard %d of %d: %d samples, %d tokens",
                  cfg.dataset, self.scan.dataset_samples, len(self.scan.bad_lines),
                  cfg.shard_index, cfg.shard_count, len(self.samples), self.shard_tokens)
+
+    def _vocab_size(self):
+        """The model's vocab_size, which every token id must be below (the server would fail
+        the request, and SpecForge's trainer the batch); None when the model dir has none."""
+        if not self.cfg.model_path:
+            return None
+        try:
+            return space.model_config_int(self.cfg.model_path, "vocab_size")
+        except (OSError, ValueError) as exc:
+            log.warning("no vocab_size from %s/config.json (%s): token ids are not checked",
+                        self.cfg.model_path, exc)
+            return None
 
     def open_output(self):
         cfg = self.cfg

@@ -22,15 +22,23 @@ def bytes_per_token(hidden_size, captured_layers):
     return 2 * hidden_size * (1 + captured_layers) + 16
 
 
-def hidden_size_from_model(model_path):
-    """``hidden_size`` from the model's ``config.json`` (or its ``text_config``)."""
+def model_config_int(model_path, key):
+    """A positive integer of the model's ``config.json`` (or its ``text_config``), or None."""
     with open(os.path.join(model_path, "config.json"), encoding="utf-8") as f:
         config = json.load(f)
     for section in (config, config.get("text_config") or {}, config.get("language_config") or {}):
-        value = section.get("hidden_size")
+        value = section.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
-    raise ValueError(f"{model_path}/config.json has no positive hidden_size")
+    return None
+
+
+def hidden_size_from_model(model_path):
+    """``hidden_size`` from the model's ``config.json`` (or its ``text_config``)."""
+    value = model_config_int(model_path, "hidden_size")
+    if value is None:
+        raise ValueError(f"{model_path}/config.json has no positive hidden_size")
+    return value
 
 
 @dataclasses.dataclass
