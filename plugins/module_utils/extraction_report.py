@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat
 import time
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.text_table import table_lines
@@ -41,17 +42,58 @@ def _pid_runs_job(pid):
         return False
 
 
+# what status.json may hold, and of which type (a damaged or foreign file must not break the table)
+STATUS_NUMBERS = ('pid', 'shard_index', 'shard_count', 'samples_total', 'samples_done', 'samples_failed',
+                  'tokens_total', 'tokens_done', 'bytes_done', 'tokens_per_s', 'eta_s', 'shm_used_bytes',
+                  'shm_total_bytes', 'output_free_bytes', 'errors', 'bad_lines', 'foreign_dumps', 'started_at',
+                  'updated_at')
+STATUS_TEXTS = ('job', 'host', 'state', 'paused')
+STATUS_MAX_BYTES = 1 << 20
+
+
+def _read_regular(path, limit):
+    """A regular file's text, at most ``limit`` bytes; never blocks on a FIFO or a device."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, 'O_NOFOLLOW', 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError('not a regular file')
+        data = os.read(fd, limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise ValueError('larger than %d bytes' % limit)
+    return data.decode('utf-8')
+
+
+def _status_fields(raw):
+    """The fields of a status.json the table reads, each of its type; raises ValueError."""
+    if not isinstance(raw, dict):
+        raise ValueError('not a JSON object')
+    status = {}
+    for key in STATUS_NUMBERS:
+        value = raw.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) == float('inf'):
+            raise ValueError('%s is %r, not a number' % (key, value))
+        status[key] = value
+    for key in STATUS_TEXTS:
+        if key in raw:
+            status[key] = str(raw[key])
+    status['last_errors'] = [str(e) for e in raw.get('last_errors') or []][:5] if isinstance(raw.get('last_errors'), list) else []
+    return status
+
+
 def read_status(shard_dir, now=None):
     """One shard's status.json with ``alive`` (its process still runs) and ``age_s``."""
     now = time.time() if now is None else now
     path = os.path.join(shard_dir, 'status.json')
     try:
-        with open(path) as f:
-            status = json.load(f)
+        status = _status_fields(json.loads(_read_regular(path, STATUS_MAX_BYTES)))
     except FileNotFoundError:
         return {'shard_dir': shard_dir, 'state': 'no status yet', 'alive': False}
-    except ValueError as exc:
-        return {'shard_dir': shard_dir, 'state': 'unreadable status: %s' % exc, 'alive': False}
+    except (OSError, ValueError) as exc:
+        return {'shard_dir': shard_dir, 'state': 'unreadable status.json: %s' % exc, 'alive': False}
     status['shard_dir'] = shard_dir
     status['age_s'] = round(now - float(status.get('updated_at') or 0), 1)
     status['alive'] = _pid_runs_job(status.get('pid'))
@@ -143,13 +185,17 @@ def verify_shard(shard_dir, checksums=True):
     if not os.path.isfile(manifest):
         problems.append('%s: no manifest.sqlite' % shard_dir)
         return report
-    db = sqlite3.connect(manifest)
     try:
-        meta = dict(db.execute('SELECT key, value FROM meta'))
-        rows = list(db.execute('SELECT sample_id, path, state, tokens, bytes, sha256 FROM samples ORDER BY idx'))
-        failures = list(db.execute('SELECT sample_id, attempts, reason FROM failures ORDER BY at'))
-    finally:
-        db.close()
+        db = sqlite3.connect(manifest)
+        try:
+            meta = dict(db.execute('SELECT key, value FROM meta'))
+            rows = list(db.execute('SELECT sample_id, path, state, tokens, bytes, sha256 FROM samples ORDER BY idx'))
+            failures = list(db.execute('SELECT sample_id, attempts, reason FROM failures ORDER BY at'))
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        problems.append('%s: cannot be read as the job\'s manifest: %s' % (manifest, exc))
+        return report
     report['meta'] = meta
     listed = set()
     for sample_id, relpath, state, tokens, nbytes, sha in rows:
@@ -186,8 +232,9 @@ def verify_shard(shard_dir, checksums=True):
             elif name.endswith('.ckpt') and rel not in listed:
                 problems.append('%s: a .ckpt file the manifest does not list' % rel)
     try:
-        with open(os.path.join(shard_dir, 'dataset_card.json')) as f:
-            card = json.load(f)
+        card = json.loads(_read_regular(os.path.join(shard_dir, 'dataset_card.json'), STATUS_MAX_BYTES))
+        if not isinstance(card, dict):
+            raise ValueError('not a JSON object')
     except (OSError, ValueError) as exc:
         problems.append('%s: no readable dataset_card.json (%s)' % (shard_dir, exc))
         card = {}

@@ -145,3 +145,16 @@ def test_status_until_complete_fails_while_samples_are_left(output_root):
     assert result.returncode != 0
     assert f"{len(SAMPLES) - status['samples_total'] + 1} of {len(SAMPLES)} samples done" in result.stdout
     assert "TOTAL" in result.stdout
+
+
+@pytest.mark.parametrize("name, option, value, words", [
+    ("status.yml", "status_hosts", "no_such_group", "matches no host of the inventory"),
+    ("verify.yml", "verify_hosts", "no_such_group", "matches no host of the inventory"),
+    ("status.yml", "status_until_complete", "maybe", "'maybe' is not a valid boolean"),
+    ("verify.yml", "verify_checksums", "maybe", "'maybe' is not a valid boolean"),
+])
+def test_an_option_that_would_check_nothing_or_is_no_boolean_is_refused(tmp_path, name, option, value, words):
+    # before: a selection of no host exited 0, and 'maybe' was false (verify without checksums)
+    result = playbook(name, tmp_path, "-e", f"{option}={value}")
+    assert result.returncode != 0
+    assert words in result.stdout and option in result.stdout

@@ -10,8 +10,10 @@ import json
 import os
 import re
 
+import pytest
+
 from ansible_collections.eagle3.extraction.plugins.module_utils.extraction_report import (
-    FAILURES_SHOWN, status_table, verify_shard)
+    FAILURES_SHOWN, read_status, status_table, verify_shard)
 
 JOB_MANIFEST = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', 'extraction_job', 'files',
                             'eagle3_extraction_job', 'manifest.py')
@@ -62,3 +64,34 @@ def test_the_status_table_has_the_failed_samples_of_each_shard_and_their_total()
     cells = [re.split(r'\s{2,}', line.strip()) for line in table['lines'][1:]]
     assert [row[column] for row in cells[:2]] == ['1', '2']
     assert table['totals']['samples_failed'] == 3
+
+
+@pytest.mark.parametrize('content', ['[1, 2]', '{"samples_done": "7", "samples_total": 8}', '{"eta_s": NaN}',
+                                     '{"state": "running", "samples_total": ', '\xff\xfe'])
+def test_a_damaged_status_json_is_one_shards_message_not_a_broken_table(tmp_path, content):
+    shard = tmp_path / 'shard-0'
+    shard.mkdir()
+    (shard / 'status.json').write_bytes(content.encode('latin-1'))
+    status = read_status(str(shard))
+    assert status['state'].startswith('unreadable status.json') and not status['alive']
+    lines = status_table([{'host': 'ct1', 'statuses': [status]}])['lines']
+    assert 'unreadable status.json' in lines[1]
+
+
+def test_a_fifo_in_place_of_status_json_or_the_card_does_not_hang(tmp_path):
+    shard = tmp_path / 'shard-0'
+    shard.mkdir()
+    os.mkfifo(str(shard / 'status.json'))
+    assert 'not a regular file' in read_status(str(shard))['state']
+    shard = shard_with_failures(tmp_path, 0)
+    os.unlink(os.path.join(shard, 'dataset_card.json'))
+    os.mkfifo(os.path.join(shard, 'dataset_card.json'))
+    assert any('no readable dataset_card.json (not a regular file)' in p for p in verify_shard(shard)['problems'])
+
+
+def test_a_manifest_that_is_not_a_database_is_named_with_its_path(tmp_path):
+    shard = tmp_path / 'shard-0'
+    shard.mkdir()
+    (shard / 'manifest.sqlite').write_bytes(b'not sqlite at all' * 100)
+    (problem,) = verify_shard(str(shard))['problems']
+    assert problem.startswith(str(shard / 'manifest.sqlite') + ": cannot be read as the job's manifest")
