@@ -138,13 +138,14 @@ matched:
     - Processes selected to be signalled, with what selected them.
     - Each has the keys of a holder in M(eagle3.extraction.port_reclaim)'s RV(eagle3.extraction.port_reclaim#module:holders)
       (C(pid), the host PID with O(vmid); C(ppid), C(user), C(uid), C(state), C(name), C(cmdline) with its secrets
-      redacted, C(nspid)) and C(matched_by), what selected it (V(match <regex>), V(gpu device),
-      V(nvidia-smi compute app)).
+      redacted, C(nspid)) and C(matched_by), what selected it (V(match[N]), the Nth pattern of O(match) counted
+      from 0, never the pattern itself, which may hold what it was written to find; V(gpu device), V(nvidia-smi
+      compute app)).
   returned: always
   type: list
   elements: dict
   sample: [{pid: 5120, ppid: 1, user: root, uid: 0, state: S, name: "sglang::schedul", cmdline: "sglang::scheduler_TP0",
-            nspid: [5120], matched_by: ["match ^sglang::"]}]
+            nspid: [5120], matched_by: ["match[0]"]}]
 would_kill:
   description: PIDs that would be (check mode) or were sent C(SIGTERM).
   returned: always
@@ -413,7 +414,7 @@ class Selection(object):
                 self.excluded.append(dict(proc.as_dict(), matched_by=reasons))
                 continue
             reason = protection.reason(proc)
-            if reason is None and proc.name in GPU_SERVICE_NAMES and all(not r.startswith('match') for r in reasons):
+            if reason is None and proc.name in GPU_SERVICE_NAMES and all(not r.startswith('match[') for r in reasons):
                 reason = 'an NVIDIA driver service'
             if reason is not None:
                 self.protected.append(dict(reclaim.describe_protected(proc, reason), matched_by=reasons))
@@ -425,9 +426,10 @@ class Selection(object):
     @staticmethod
     def _reasons(proc, patterns, gpu_holders, apps_by_pid):
         reasons = []
-        for pattern in patterns:
+        for index, pattern in enumerate(patterns):
             if pattern.search(proc.name) or (proc.cmdline and pattern.search(proc.command)):
-                reasons.append('match %s' % pattern.pattern)
+                # its place in the list, not its text: a pattern may be a secret written to find its process
+                reasons.append('match[%d]' % index)
         if gpu_holders and not proc.kernel_thread:
             if gpu_memory.holds_gpu_device(procfs.fd_targets(proc.pid)):
                 reasons.append('gpu device')

@@ -55,3 +55,12 @@ def test_process_reclaim_matches_the_holder_and_returns_no_key(holder, run_modul
     assert [m['pid'] for m in result['matched']] == [child.pid]
     assert SECRET not in out
     assert child.wait(timeout=10) is not None
+
+
+def test_process_reclaim_selecting_by_the_key_itself_does_not_return_it(holder, run_module):
+    # the pattern that selected a process is named by its place in the list, not its text
+    child, _port = holder
+    result = run_module(process_reclaim, {'match': [TITLE, SECRET], '_ansible_check_mode': True})
+    assert [m['matched_by'] for m in result['matched']] == [['match[0]', 'match[1]']]
+    assert SECRET not in json.dumps(result)
+    assert child.poll() is None
