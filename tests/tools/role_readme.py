@@ -133,6 +133,7 @@ def main(argv=None):
     for role_dir in roles:
         try:
             readme, old, new = render(role_dir)
+            readme = os.path.relpath(readme)
         except ValueError as exc:
             print(exc)
             failed += 1
