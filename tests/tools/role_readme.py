@@ -103,16 +103,17 @@ def section(specs):
         elif all(main.get(option) == spec for option, spec in options.items()):
             lines.append(intro + '; of the variables above: %s.' % ', '.join(code(option) for option in options))
         else:
-            lines.extend([intro + ':', ''] + table(options) + [''])
+            # its own table, set off by blank lines: a list item right after a row would end up in the table
+            lines.extend([intro + ':', ''] + table(options) + ([''] if name != others[-1] else []))
     return [BEGIN, ''] + lines + ['', END]
 
 
 def render(role_dir):
     """(README path, its text now, its text with the generated section); a missing marker raises ValueError."""
-    with open(os.path.join(role_dir, 'meta', 'argument_specs.yml')) as f:
+    with open(os.path.join(role_dir, 'meta', 'argument_specs.yml'), encoding='utf-8') as f:
         specs = yaml.safe_load(f)['argument_specs']
     readme = os.path.join(role_dir, 'README.md')
-    with open(readme) as f:
+    with open(readme, encoding='utf-8') as f:
         text = f.read()
     start, end = text.find(BEGIN), text.find(END)
     if start < 0 or end < start:
@@ -141,7 +142,7 @@ def main(argv=None):
         if old == new:
             continue
         if args.write:
-            with open(readme, 'w') as f:
+            with open(readme, 'w', encoding='utf-8') as f:
                 f.write(new)
             print('%s: table written' % readme)
         else:

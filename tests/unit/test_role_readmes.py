@@ -85,6 +85,26 @@ def test_other_entry_points_are_listed_with_their_variables():
             '`extraction_job_unit`.') in readme
 
 
+def test_an_entry_point_with_other_options_gets_its_own_table(ml_env):
+    spec = ml_env / 'meta' / 'argument_specs.yml'
+    spec.write_text(spec.read_text() + (
+        '  imports:\n'
+        '    short_description: Only the import check.\n'
+        '    options:\n'
+        '      ml_env_import_checks:\n'
+        '        description: Modules to find.\n'
+        '        type: list\n'
+        '        elements: str\n'
+        '        default: []\n'))
+    assert tool('--write', ml_env).returncode == 0
+    text = (ml_env / 'README.md').read_text()
+    assert text[text.index('- `tasks_from: imports`'):text.index(END)] == (
+        '- `tasks_from: imports`: Only the import check:\n\n'
+        '| variable | type | default | description |\n'
+        '| --- | --- | --- | --- |\n'
+        '| `ml_env_import_checks` | list of str | `[]` | Modules to find. |\n\n')
+
+
 def test_a_readme_without_the_markers_fails(ml_env):
     readme = ml_env / 'README.md'
     readme.write_text(readme.read_text().replace(END, ''))
