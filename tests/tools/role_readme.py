@@ -41,8 +41,8 @@ def markup(text):
         if kind in 'CVOEM':
             return code(body)
         if kind == 'L':
-            label, _, url = body.partition(',')
-            return '[%s](%s)' % (label.strip(), url.strip())
+            parts = body.split(',', 1)
+            return '[%s](%s)' % (parts[0].strip(), parts[-1].strip())
         return {'I': '*%s*', 'B': '**%s**', 'U': '<%s>'}[kind] % body
     return MARKUP.sub(one, text)
 
