@@ -162,3 +162,103 @@ def test_a_good_value_passes_both():
     assert sorted(result['addresses']) == [host_name(index) for index in range(len(GOOD))]
     refused = ['%r: %s' % (case, role_verdict(case)) for case in GOOD if role_verdict(case)]
     assert refused == []
+
+
+# ------------------------------------------------------------------ the job reads the same rules
+
+JOB_FILES = os.path.join(REPO, 'roles', 'extraction_job', 'files')
+# the job's config key each variable becomes (roles/extraction_job/vars/main.yml) and the conversion there
+JOB_KEYS = {
+    'extraction_job_name': ('job', str),
+    'extraction_job_shard_count': ('shard_count', int),
+    'extraction_job_server_url': ('server_url', str),
+    'extraction_job_hidden_size': ('hidden_size', int),
+    'extraction_job_captured_layers': ('captured_layers', int),
+    'extraction_job_max_length': ('max_length', int),
+    'extraction_job_concurrency': ('concurrency', int),
+    'extraction_job_request_timeout': ('request_timeout', float),
+    'extraction_job_max_attempts': ('max_attempts', int),
+    'extraction_job_ack_timeout': ('ack_timeout', float),
+    'extraction_job_drain_workers': ('drain_workers', int),
+    'extraction_job_shm_high': ('shm_high', float),
+    'extraction_job_shm_low': ('shm_low', float),
+    'extraction_job_output_free_floor_gib': ('output_free_floor_bytes', lambda v: int(float(v) * 1073741824)),
+    'extraction_job_output_free_resume_gib': ('output_free_resume_bytes', lambda v: int(float(v) * 1073741824)),
+    'extraction_job_space_margin': ('space_margin', float),
+}
+
+
+@pytest.fixture(scope='module')
+def job_config():
+    """The job's config module (stdlib only), imported from the role's files as the venv's pip install has it."""
+    import sys  # pylint: disable=import-outside-toplevel
+    sys.path.insert(0, JOB_FILES)
+    try:
+        from eagle3_extraction_job import config, names  # pylint: disable=import-outside-toplevel
+    finally:
+        sys.path.remove(JOB_FILES)
+    return config, names
+
+
+def job_errors(config, case):
+    values = dict(DEFAULTS['extraction_job'], **case)
+    raw = {'dataset': '/var/lib/eagle3-extraction/x.jsonl', 'output_dir': '/srv/eagle3-extraction/x/shard-0-of-1',
+           'server_url': 'http://127.0.0.1:30000', 'shard_index': 0, 'shard_count': 1}
+    for name, (key, convert) in JOB_KEYS.items():
+        if name in values:
+            raw[key] = convert(values[name])
+    for index in case.get('extraction_job_shard_indexes', []):
+        try:
+            config.from_dict(dict(raw, shard_index=int(index)))
+        except config.ConfigError as exc:
+            return [str(exc)]
+    try:
+        config.from_dict(raw)
+    except config.ConfigError as exc:
+        return [str(exc)]
+    return []
+
+
+def test_the_job_name_rule_is_the_jobs(job_config):
+    _, names = job_config
+    assert role_inputs.JOB_NAME.pattern == names.JOB_RE.pattern
+
+
+# (shard indexes without their count: the count's default is the inventory's, a template here)
+JOB_CASES = [case for case in BAD + GOOD if set(case) <= set(JOB_KEYS) | {'extraction_job_shard_indexes'}
+             and ('extraction_job_shard_count' in case or 'extraction_job_shard_indexes' not in case)]
+
+
+@pytest.mark.parametrize('case', JOB_CASES, ids=[repr(case) for case in JOB_CASES])
+def test_what_the_table_lets_through_the_job_takes(job_config, case):
+    """Nothing the inventory check and the preflight let through is refused by the job after the
+    servers were deployed (the job name with '-' and a margin of 1.5 were)."""
+    config, _ = job_config
+    table = role_inputs.role_value_errors(SPECS['extraction_job'], case)
+    if not table:
+        assert job_errors(config, case) == []
+
+
+def test_the_named_disagreements_are_refused_by_table_and_job(job_config):
+    config, _ = job_config
+    for case in ({'extraction_job_name': 'sharegpt-v2'}, {'extraction_job_space_margin': 1.5},
+                 {'extraction_job_shm_low': 0.8}, {'extraction_job_shard_indexes': [0, 3],
+                                                    'extraction_job_shard_count': 3}):
+        assert role_inputs.role_value_errors(SPECS['extraction_job'], case), case
+        assert job_errors(config, case), case
+
+
+# ------------------------------------------------------------------ the preflights hold no copy of a rule
+
+@pytest.mark.parametrize('role', role_inputs.ROLES)
+def test_each_preflight_starts_with_the_table_and_asserts_no_rule_of_it(role):
+    with open(os.path.join(REPO, 'roles', role, 'tasks', 'preflight.yml')) as f:
+        tasks = yaml.safe_load(f)
+    assert tasks[0].get('eagle3.extraction.role_input_check') == {'role': role}
+    for task in tasks:
+        that = (task.get('ansible.builtin.assert') or {}).get('that', [])
+        text = ' '.join(that if isinstance(that, list) else [that])
+        # a value's own rule (a pattern, a range) on a variable of the table is the table's
+        repeated = [name for name in role_inputs.RULES
+                    if re.search(r'\b%s\b\s*(\|\s*(int|float|string)\s*)?(is match|>|<|==|!=)' % name, text)]
+        assert repeated == [], '%s: %s' % (task.get('name'), repeated)
