@@ -6,7 +6,11 @@
 A role's meta/argument_specs.yml gives each variable's type and choices (Ansible's
 ArgumentSpecValidator enforces them, here and when the role starts); what that format cannot
 say - ranges, whole-value patterns, paths that must not be system directories - is RULES
-below, one entry per variable. Every string anywhere in a value is also refused when it
+below, one entry per variable; the rules between variables of a role (a low watermark at most the
+high one, a shard index below the count) are CROSS_RULES, and the variables a container must set
+REQUIRED. This is the one place of these rules: inventory_check (every host of an inventory),
+role_input_check (each role's preflight, its first task) and, through a unit test, the job's
+config agree on them. Every string anywhere in a value is also refused when it
 holds a control character (a newline in a value splits a config line or a command line in
 two), except the newlines and tabs of the chat template's text (TEMPLATE_TEXT), which only
 the job's JSON config holds. inventory_check (an action plugin) applies both to every host of an inventory, and adds
