@@ -368,7 +368,6 @@ TEMPLATE_TEXT = frozenset([
 TEMPLATE_TEXT_CHARACTERS = '\n\t'
 
 
-
 def _at_most(low_name, high_name, what):
     def check(values):
         low, high = values[low_name], values[high_name]
@@ -382,10 +381,10 @@ def _shards_in_count(values):
     count = _as_int(values['extraction_job_shard_count'])
     over = [item for item in values['extraction_job_shard_indexes'] if _as_int(item) >= count]
     if over:
+        shown = (show(values['extraction_job_shard_indexes']), ', '.join(show(item) for item in over),
+                 show(values['extraction_job_shard_count']))
         return ('extraction_job_shard_indexes=%s holds %s, not below extraction_job_shard_count=%s; a shard index '
-                'is from 0 to the count - 1' % (show(values['extraction_job_shard_indexes']),
-                                                 ', '.join(show(item) for item in over),
-                                                 show(values['extraction_job_shard_count'])))
+                'is from 0 to the count - 1' % shown)
     return None
 
 

@@ -242,8 +242,8 @@ def test_what_the_table_lets_through_the_job_takes(job_config, case):
 def test_the_named_disagreements_are_refused_by_table_and_job(job_config):
     config, _ = job_config
     for case in ({'extraction_job_name': 'sharegpt-v2'}, {'extraction_job_space_margin': 1.5},
-                 {'extraction_job_shm_low': 0.8}, {'extraction_job_shard_indexes': [0, 3],
-                                                    'extraction_job_shard_count': 3}):
+                 {'extraction_job_shm_low': 0.8},
+                 {'extraction_job_shard_indexes': [0, 3], 'extraction_job_shard_count': 3}):
         assert role_inputs.role_value_errors(SPECS['extraction_job'], case), case
         assert job_errors(config, case), case
 
