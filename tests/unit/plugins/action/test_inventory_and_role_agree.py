@@ -137,7 +137,7 @@ def test_the_cases_cover_every_variable_with_a_rule_and_the_named_ones():
 
 
 def test_the_base_container_passes_both():
-    result, _ = inventory_verdicts([{}])
+    result = inventory_verdicts([{}])[0]
     assert not result.get('failed'), result['msg']
     for role in role_inputs.ROLES:
         assert not run_action(role_input_check, {'role': role},
@@ -145,7 +145,7 @@ def test_the_base_container_passes_both():
 
 
 def test_a_bad_value_is_refused_by_both_naming_it():
-    _, named = inventory_verdicts(BAD)
+    named = inventory_verdicts(BAD)[1]
     disagree = []
     for index, case in enumerate(BAD):
         role = role_verdict(case)
@@ -157,7 +157,7 @@ def test_a_bad_value_is_refused_by_both_naming_it():
 
 
 def test_a_good_value_passes_both():
-    result, _ = inventory_verdicts(GOOD)
+    result = inventory_verdicts(GOOD)[0]
     assert not result.get('failed'), result['msg']
     assert sorted(result['addresses']) == [host_name(index) for index in range(len(GOOD))]
     refused = ['%r: %s' % (case, role_verdict(case)) for case in GOOD if role_verdict(case)]
@@ -220,7 +220,7 @@ def job_errors(config, case):
 
 
 def test_the_job_name_rule_is_the_jobs(job_config):
-    _, names = job_config
+    names = job_config[1]
     assert role_inputs.JOB_NAME.pattern == names.JOB_RE.pattern
 
 
@@ -233,14 +233,14 @@ JOB_CASES = [case for case in BAD + GOOD if set(case) <= set(JOB_KEYS) | {'extra
 def test_what_the_table_lets_through_the_job_takes(job_config, case):
     """Nothing the inventory check and the preflight let through is refused by the job after the
     servers were deployed (the job name with '-' and a margin of 1.5 were)."""
-    config, _ = job_config
+    config = job_config[0]
     table = role_inputs.role_value_errors(SPECS['extraction_job'], case)
     if not table:
         assert job_errors(config, case) == []
 
 
 def test_the_named_disagreements_are_refused_by_table_and_job(job_config):
-    config, _ = job_config
+    config = job_config[0]
     for case in ({'extraction_job_name': 'sharegpt-v2'}, {'extraction_job_space_margin': 1.5},
                  {'extraction_job_shm_low': 0.8},
                  {'extraction_job_shard_indexes': [0, 3], 'extraction_job_shard_count': 3}):
