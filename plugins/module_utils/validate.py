@@ -96,7 +96,8 @@ def _number(value, kind):
         if isinstance(value, float) and not (math.isfinite(value) and value == int(value)):
             return None, 'not a whole number'
         return int(value), None
-    return float(value), None
+    # an int stays one (a message shows it as given: -1, not -1.0)
+    return value, None
 
 
 def convert_numbers(params, kinds):
