@@ -96,8 +96,8 @@ def _number(value, kind):
         if isinstance(value, float) and not (math.isfinite(value) and value == int(value)):
             return None, 'not a whole number'
         return int(value), None
-    # an int stays one (a message shows it as given: -1, not -1.0)
-    return value, None
+    # a float option holds a float, as ansible-core's conversion gave it (-1 shows as -1.0)
+    return float(value), None
 
 
 def convert_numbers(params, kinds):

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[4]
 
 @pytest.mark.parametrize('value,kind,expected', [
     (8000, 'int', 8000), ('8000', 'int', 8000), ('-1', 'int', -1), (2.0, 'int', 2),
-    (10, 'float', 10), ('10', 'float', 10.0), ('0.5', 'float', 0.5), ('.5', 'float', 0.5), ('1e3', 'float', 1000.0),
+    (10, 'float', 10.0), ('10', 'float', 10.0), ('0.5', 'float', 0.5), ('.5', 'float', 0.5), ('1e3', 'float', 1000.0),
     ([1, '2'], 'int', [1, 2]),
 ])
 def test_a_number_as_given_is_converted(value, kind, expected):
