@@ -10,7 +10,7 @@ from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.controller_check import ControllerCheck
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
-    ROLES, load_specs, role_value_errors)
+    ROLES, load_specs, required_errors, role_value_errors)
 
 
 class ActionModule(ControllerCheck):
@@ -29,6 +29,7 @@ class ActionModule(ControllerCheck):
                 unresolved.append(name)
             except AnsibleError as exc:
                 errors.append('%s cannot be read: %s' % (name, exc.message))
+        errors.extend(required_errors(values, [name for name in options if name not in unresolved]))
         errors.extend(role_value_errors(options, values))
         result.update(changed=False, unresolved=unresolved)
         if errors:

@@ -14,19 +14,19 @@ options:
   signal_timeout:
     description:
       - Seconds to wait after C(SIGTERM) before sending C(SIGKILL) to the processes still running, 0 to 3600.
-    type: float
+    type: raw
     default: 10
   kill_timeout:
     description:
       - Seconds to wait after C(SIGKILL) for the processes to exit (and their zombies to be reaped) before giving up,
         0 to 3600.
-    type: float
+    type: raw
     default: 10
   command_timeout:
     description:
       - Seconds each external command this module runs (C(pct), C(lxc-info), C(nvidia-smi)) may take, 1 to 600.
         A command still running then is killed and the module fails, naming the command and the timeout.
-    type: float
+    type: raw
     default: 60
   vmid:
     description:
@@ -37,7 +37,7 @@ options:
         C(pct status <vmid> --verbose), falling back to C(lxc-info -n <vmid> -p)), sits in the container's cgroup
         (C(lxc.payload.<vmid>) or C(/lxc/<vmid>/)), or lives in the container's network namespace (unless the
         container shares the host's network).
-    type: int
+    type: raw
 notes:
   - Never signals PID 1, the module's own process or its ancestors (the SSH session and shell Ansible runs in),
     kernel threads, or the init of a PID namespace (a container's PID 1).

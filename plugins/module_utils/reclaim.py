@@ -28,10 +28,10 @@ MAX_COMMAND_TIMEOUT = 600
 def common_argument_spec():
     """The options every reclaim module has (documented in doc_fragments/reclaim.py)."""
     return dict(
-        signal_timeout=dict(type='float', default=10),
-        kill_timeout=dict(type='float', default=10),
-        command_timeout=dict(type='float', default=DEFAULT_COMMAND_TIMEOUT),
-        vmid=dict(type='int'),
+        signal_timeout=validate.number_option('float', default=10),
+        kill_timeout=validate.number_option('float', default=10),
+        command_timeout=validate.number_option('float', default=DEFAULT_COMMAND_TIMEOUT),
+        vmid=validate.number_option('int'),
     )
 
 
@@ -138,13 +138,14 @@ def wait_reaped(zombies, timeout, proc_root=procfs.PROC, clock=time.monotonic, s
     return _wait_while(zombies, lambda z: procfs.exists(z.pid, z.starttime, proc_root), timeout, clock, sleep)
 
 
-COMMON_NUMBERS = ('signal_timeout', 'kill_timeout', 'command_timeout', 'vmid')
+COMMON_NUMBERS = {'signal_timeout': 'float', 'kill_timeout': 'float', 'command_timeout': 'float', 'vmid': 'int'}
 
 
-def validate_common(params, given=None, numbers=()):
-    """Messages for bad values of the common options, and for a control character in any option
-    or a boolean given for a number (``numbers``: the module's own number options) as given."""
-    errors = validate.given_errors(params, given, COMMON_NUMBERS + tuple(numbers))
+def validate_common(params, numbers=None):
+    """Messages for bad values of the common options, and for a number that is none or a control
+    character in any option (``numbers``: the module's own number options, {name: 'int' or 'float'});
+    the numbers of params are converted in place (validate.convert_numbers)."""
+    errors = validate.option_value_errors(params, dict(COMMON_NUMBERS, **(numbers or {})))
     errors.extend(validate.number_errors(params, {
         'signal_timeout': (0, MAX_WAIT, 'seconds'),
         'kill_timeout': (0, MAX_WAIT, 'seconds'),

@@ -10,18 +10,18 @@ is fine; a module collects them and fails once with all of them. The rules:
   before a trailing newline), and no option value holds a control character (a newline in a
   value written to a config file or put on a command line splits it in two);
 * numbers are of their type (``true`` is not the port 1), finite (``nan`` compares false
-  with everything, so ``nan < 0`` lets it through) and in a stated range;
+  with everything, so ``nan < 0`` lets it through) and in a stated range; a number option's type
+  is raw (number_option), so that the module sees it as the task gave it, through AnsibleModule's
+  params and nothing private of ansible-core, and convert_numbers converts it;
 * a Proxmox container id is the one rule in ``vmid_error``.
 """
 
 from __future__ import annotations
 
-import decimal
 import math
 import os
 import re
 
-from ansible.module_utils import basic
 from ansible_collections.eagle3.extraction.plugins.module_utils.redact import redact_text
 
 # Proxmox VE guest ids (pve-common's pve-vmid format)
@@ -64,76 +64,73 @@ def control_character_errors(params, names=None):
     return errors
 
 
-def given_values():
-    """The options as the task gave them, before AnsibleModule converted them, or None if unknown.
+# a number as a task may give it in a string ('8000' from a template): whole, no sign but -, no blank
+INTEGER_TEXT = re.compile(r'-?[0-9]{1,18}')
+DECIMAL_TEXT = re.compile(r'-?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]{1,3})?')
 
-    The conversion hides what must be refused: int('80\\n') is 80 and float(True) is 1.0, so a
-    port with a trailing newline or a timeout of ``true`` would pass every check made after it.
-    ansible-core documents _load_params for modules that must see the parameters as given.
+
+def number_option(kind, **spec):
+    """The argument spec of a number option (kind 'int' or 'float'; 'list' with elements=kind for a list).
+
+    Its type is raw, so that AnsibleModule hands the value over as the task gave it and
+    convert_numbers converts it: ansible-core's own conversion takes int('80\\n') for 80 and
+    float(True) for 1.0, and raises OverflowError (a traceback) on 'inf' for an int. The option's
+    documentation says type raw and, in words, which number it takes.
     """
-    if basic._ANSIBLE_ARGS is None:
-        # not run by Ansible (documentation tools import the module): nothing was given
-        return None
-    try:
-        return basic._load_params()
-    except Exception:  # pylint: disable=broad-except
-        return None
+    if spec.get('type') == 'list':
+        return dict(spec, elements='raw')
+    return dict(spec, type='raw')
 
 
-def _crashes_int_conversion(value):
-    """Whether ansible-core's int conversion raises something other than its TypeError for value:
-    int(Decimal('inf')) raises OverflowError, which AnsibleModule does not catch (a traceback)."""
-    if not isinstance(value, str):
-        return False
-    try:
-        int(decimal.Decimal(value))
-    except OverflowError:
-        return True
-    except (decimal.DecimalException, ValueError, TypeError):
-        return False
-    return False
+def _number(value, kind):
+    """(value as a number of kind, None) or (None, why not)."""
+    if isinstance(value, bool):
+        return None, 'a boolean, not a number'
+    if isinstance(value, str):
+        if not (INTEGER_TEXT if kind == 'int' else DECIMAL_TEXT).fullmatch(value):
+            return None, 'not %s' % ('a whole number' if kind == 'int' else 'a number')
+        value = int(value) if kind == 'int' else float(value)
+    if not isinstance(value, (int, float)):
+        return None, 'not a number'
+    if kind == 'int':
+        if isinstance(value, float) and not (math.isfinite(value) and value == int(value)):
+            return None, 'not a whole number'
+        return int(value), None
+    # a float option holds a float, as ansible-core's conversion gave it (-1 shows as -1.0)
+    return float(value), None
 
 
-def strict_module(module_class, argument_spec, **kwargs):
-    """module_class(argument_spec=argument_spec, **kwargs) - an AnsibleModule - except that an infinite
-    number given for an int option ('inf', '-Infinity') fails cleanly naming the option instead of
-    with a traceback."""
-    given = given_values() or {}
-    bad = []
-    for name, spec in argument_spec.items():
-        value = given.get(name)
-        values = value if isinstance(value, list) and spec.get('type') == 'list' else [value]
-        wanted = spec.get('elements') if spec.get('type') == 'list' else spec.get('type')
-        if wanted == 'int' and any(_crashes_int_conversion(item) for item in values):
-            bad.append(name)
-    if not bad:
-        return module_class(argument_spec=argument_spec, **kwargs)
-    relaxed = dict(argument_spec)
-    for name in bad:
-        relaxed[name] = dict(argument_spec[name], type='raw')
-        relaxed[name].pop('elements', None)
-    module = module_class(argument_spec=relaxed, **kwargs)
-    module.fail_json(msg='; '.join('%s: %s is not a finite whole number' % (name, show(given[name])) for name in bad))
-    return module
-
-
-def given_errors(params, given, numbers=()):
-    """Control characters anywhere in the options as given, and booleans given for numbers.
-
-    ``given`` is given_values() (None: check the converted params); only options of
-    ``params`` are looked at; ``numbers`` names the number options (or lists of numbers).
-    """
-    source = params if given is None else dict((key, value) for key, value in given.items() if key in params)
-    errors = control_character_errors(source)
-    for name in numbers:
-        value = source.get(name)
-        converted = params.get(name)
-        for index, item in enumerate(value if isinstance(value, list) else [value]):
-            # a boolean that survived the conversion is number_error's to report; one turned into 1.0 is ours
-            survived = converted[index] if isinstance(converted, list) and index < len(converted) else converted
-            if isinstance(item, bool) and not isinstance(survived, bool):
-                errors.append('%s: %s is a boolean, not a number' % (name, item))
+def convert_numbers(params, kinds):
+    """Each number option of ``kinds`` ({name: 'int' or 'float'}) in ``params`` (a module's params,
+    given as the task gave them: number_option) replaced by its number; a message for each that is
+    none (a boolean, a string with a newline, 'inf' for an int, a fraction for an int), whose value
+    then becomes None (a list []) so that no later check reports it again. A list option holds numbers
+    each."""
+    errors = []
+    for name in sorted(kinds):
+        value = params.get(name)
+        if value is None:
+            continue
+        items = value if isinstance(value, list) else [value]
+        converted = []
+        for index, item in enumerate(items):
+            number, why = _number(item, kinds[name])
+            if why:
+                where = '%s[%d]' % (name, index) if isinstance(value, list) else name
+                errors.append('%s: %s is %s' % (where, show(item), why))
+                params[name] = [] if isinstance(value, list) else None
                 break
+            converted.append(number)
+        else:
+            params[name] = converted if isinstance(value, list) else converted[0]
+    return errors
+
+
+def option_value_errors(params, numbers):
+    """convert_numbers for the number options (``numbers``: {name: kind}), then a control character in
+    any other option: the first checks every module runs on its params."""
+    errors = convert_numbers(params, numbers)
+    errors.extend(control_character_errors(params, [name for name in params if name not in numbers]))
     return errors
 
 

@@ -33,7 +33,7 @@ options:
     description:
       - Seconds each C(nvidia-smi) call may take, 1 to 600. A wedged driver makes nvidia-smi hang; it is then killed
         and the module fails with RV(cause) V(timeout), naming the command and the timeout.
-    type: float
+    type: raw
     default: 30
   query_gpus:
     description:
@@ -265,7 +265,7 @@ from ansible_collections.eagle3.extraction.plugins.module_utils.nvidia_smi impor
     parse_topology,
 )
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import (
-    given_errors, given_values, number_error, show)
+    number_error, number_option, option_value_errors, show)
 
 PROC_VERSION = '/proc/driver/nvidia/version'
 # the most seconds one nvidia-smi call may be given
@@ -285,11 +285,11 @@ def read_kernel_module():
         return None
 
 
-def validate(params, given=None):
+def validate(params):
     """Messages for bad option values, each naming the option and its value.
 
-    ``given``: the options as the task gave them (validate.given_values())."""
-    errors = given_errors(params, given, ('command_timeout',))
+    The numbers of ``params`` (as the task gave them) are converted in place."""
+    errors = option_value_errors(params, {'command_timeout': 'float'})
     error = number_error('command_timeout', params['command_timeout'], 1, MAX_COMMAND_TIMEOUT, 'seconds')
     if error:
         errors.append(error)
@@ -351,11 +351,11 @@ def main():
         argument_spec=dict(
             nvidia_smi_path=dict(type='path'),
             query_gpus=dict(type='bool', default=True),
-            command_timeout=dict(type='float', default=nvidia_smi_runner.DEFAULT_TIMEOUT),
+            command_timeout=number_option('float', default=nvidia_smi_runner.DEFAULT_TIMEOUT),
         ),
         supports_check_mode=True,
     )
-    errors = validate(module.params, given_values())
+    errors = validate(module.params)
     if errors:
         module.fail_json(msg='; '.join(errors), cause='invalid_option')
     kernel_module = read_kernel_module()

@@ -28,7 +28,7 @@ options:
   vmid:
     description:
       - The container's ID (100 to 999999999).
-    type: int
+    type: raw
     required: true
   state:
     description:
@@ -53,7 +53,7 @@ options:
     description:
       - Size of the root file system in GiB at creation (C(--rootfs <storage>:<size>)); needs O(storage).
       - Left out, pct's default applies. Ignored once the container exists.
-    type: int
+    type: raw
   unprivileged:
     description:
       - Create an unprivileged container (C(--unprivileged 1)). Ignored once the container exists
@@ -80,15 +80,15 @@ options:
   cores:
     description:
       - Number of CPU cores (C(pct set --cores)). Applied at once, also to a running container.
-    type: int
+    type: raw
   memory:
     description:
       - Memory limit in MiB. A running container gets it at once (a cgroup limit).
-    type: int
+    type: raw
   swap:
     description:
       - Swap limit in MiB. A running container gets it at once.
-    type: int
+    type: raw
   onboot:
     description:
       - Start the container when the node boots.
@@ -145,13 +145,13 @@ options:
   timeout:
     description:
       - Seconds C(pct shutdown) waits for the container to stop before it kills it (C(--forceStop 1)).
-    type: int
+    type: raw
     default: 60
   command_timeout:
     description:
       - Seconds one C(pct) command may take (1 to 3600) before it is killed and the task fails naming the command;
         C(pct shutdown) gets O(timeout) seconds more.
-    type: int
+    type: raw
     default: 300
   pct_path:
     description:
@@ -368,7 +368,7 @@ import stat
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.eagle3.extraction.plugins.module_utils.redact import redact_text
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import (
-    executable_file_error, fullmatch_error, given_errors, given_values, strict_module, number_errors, show, vmid_error)
+    executable_file_error, fullmatch_error, number_errors, number_option, option_value_errors, show, vmid_error)
 from ansible_collections.eagle3.extraction.plugins.module_utils.pct import (
     DEFAULT_PCT_TIMEOUT,
     ConfigFile,
@@ -421,11 +421,15 @@ NUMBER_RANGES = {
 }
 
 
-def option_errors(params, given=None):
+# the number options (number_option: given as the task gave them, converted by option_value_errors)
+NUMBERS = dict(dict.fromkeys(NUMBER_RANGES, 'int'), vmid='int')
+
+
+def option_errors(params):
     """Every message about a bad option value, each naming the option and its value.
 
-    ``given``: the options as the task gave them (validate.given_values())."""
-    errors = given_errors(params, given, tuple(NUMBER_RANGES) + ('vmid',))
+    The numbers of ``params`` (as the task gave them) are converted in place."""
+    errors = option_value_errors(params, NUMBERS)
     error = vmid_error(params['vmid'])
     if error:
         errors.append(error)
@@ -450,13 +454,11 @@ def option_errors(params, given=None):
     return errors
 
 
-def wanted_config(params, given=None):
+def wanted_config(params):
     """Check the options and turn them into plan_changes' ``wanted`` dict."""
-    errors = option_errors(params, given)
+    errors = option_errors(params)
     if errors:
         raise InputError('; '.join(errors))
-    if params.get('rootfs_size') is not None and not params.get('storage'):
-        raise InputError('rootfs_size needs storage (the rootfs is created as <storage>:<size>)')
 
     wanted = dict((key, params.get(key)) for key in ('hostname', 'cores', 'memory', 'swap', 'onboot'))
     wanted['net'] = check_net(params.get('net') or {})
@@ -735,22 +737,21 @@ class ContainerTask:
 
 
 def main():
-    module = strict_module(
-        AnsibleModule,
+    module = AnsibleModule(
         argument_spec=dict(
-            vmid=dict(type='int', required=True),
+            vmid=number_option('int', required=True),
             state=dict(type='str', default='present',
                        choices=['present', 'started', 'stopped', 'restarted', 'absent']),
             ostemplate=dict(type='str'),
             storage=dict(type='str'),
-            rootfs_size=dict(type='int'),
+            rootfs_size=number_option('int'),
             unprivileged=dict(type='bool'),
             ssh_public_keys=dict(type='list', elements='str', no_log=False),
             hostname=dict(type='str'),
             net=dict(type='dict'),
-            cores=dict(type='int'),
-            memory=dict(type='int'),
-            swap=dict(type='int'),
+            cores=number_option('int'),
+            memory=number_option('int'),
+            swap=number_option('int'),
             onboot=dict(type='bool'),
             features=dict(type='raw'),
             devices=dict(type='list', elements='str'),
@@ -758,15 +759,17 @@ def main():
             raw_lxc_owned_keys=dict(type='list', elements='str', no_log=False),
             shm_size=dict(type='str'),
             allow_restart=dict(type='bool', default=False),
-            timeout=dict(type='int', default=60),
-            command_timeout=dict(type='int', default=DEFAULT_PCT_TIMEOUT),
+            timeout=number_option('int', default=60),
+            command_timeout=number_option('int', default=DEFAULT_PCT_TIMEOUT),
             pct_path=dict(type='path', default='/usr/sbin/pct'),
             conf_dir=dict(type='path', default='/etc/pve/lxc'),
         ),
+        # the rootfs is created as <storage>:<size>
+        required_by={'rootfs_size': 'storage'},
         supports_check_mode=True,
     )
     try:
-        wanted = wanted_config(module.params, given_values())
+        wanted = wanted_config(module.params)
     except InputError as exc:
         module.fail_json(msg=str(exc), vmid=module.params['vmid'])
     task = ContainerTask(module, wanted)

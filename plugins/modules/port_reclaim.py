@@ -29,7 +29,7 @@ options:
   port:
     description:
       - The TCP port to free, an integer from 1 to 65535 (V(true) is not a port).
-    type: int
+    type: raw
     required: true
   address:
     description:
@@ -214,7 +214,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.eagle3.extraction.plugins.module_utils import procfs
 from ansible_collections.eagle3.extraction.plugins.module_utils import reclaim
 from ansible_collections.eagle3.extraction.plugins.module_utils.pct_scope import ContainerError
-from ansible_collections.eagle3.extraction.plugins.module_utils.validate import given_values, strict_module, number_error, show
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import number_error, number_option, show
 
 # a holder that respawns the listener (a supervisor we may not touch) must not keep us looping
 MAX_ROUNDS = 3
@@ -227,13 +227,13 @@ def parse_address(value):
     return ipaddress.ip_address(value)
 
 
-def validate(params, given=None):
+def validate(params):
     """The address as an ipaddress object (or None), after checking every option; (address, errors).
 
-    ``given``: the options as the task gave them (validate.given_values())."""
-    errors = reclaim.validate_common(params, given, numbers=('port',))
+    The numbers of ``params`` (as the task gave them) are converted in place."""
+    errors = reclaim.validate_common(params, numbers={'port': 'int'})
     port_error = number_error('port', params['port'], 1, 65535)
-    if port_error is None and not isinstance(params['port'], int):
+    if port_error is None and params['port'] is not None and not isinstance(params['port'], int):
         port_error = 'port: %s is not an integer port number from 1 to 65535' % show(params['port'])
     if port_error:
         errors.insert(0, port_error)
@@ -321,10 +321,9 @@ def blocked_message(params, state):
 
 
 def main():
-    module = strict_module(
-        AnsibleModule,
+    module = AnsibleModule(
         argument_spec=dict(
-            port=dict(type='int', required=True),
+            port=number_option('int', required=True),
             address=dict(type='str'),
             **reclaim.common_argument_spec()
         ),
@@ -332,7 +331,7 @@ def main():
     )
     params = module.params
     run = reclaim.Run(module, changed=False, port=params['port'], address=params['address'], vmid=params['vmid'])
-    address, errors = validate(params, given_values())
+    address, errors = validate(params)
     if errors:
         module.fail_json(msg='; '.join(errors), elapsed=0)
 

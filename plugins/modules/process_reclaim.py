@@ -58,18 +58,18 @@ options:
     description:
       - PIDs never to signal, even if selected (host PIDs with O(vmid)), each from 1 to 4194304.
     type: list
-    elements: int
+    elements: raw
     default: []
   gpu_memory_max_mib:
     description:
       - After killing, wait until every GPU uses at most this many MiB (V(0) for an empty GPU, at most 16777216),
         polling C(nvidia-smi).
       - Omitted, GPU memory is not waited for.
-    type: int
+    type: raw
   gpu_wait_timeout:
     description:
       - Seconds to wait for O(gpu_memory_max_mib) before failing with the GPUs still above it, 0 to 3600.
-    type: float
+    type: raw
     default: 60
   nvidia_smi_path:
     description:
@@ -272,7 +272,7 @@ from ansible_collections.eagle3.extraction.plugins.module_utils import reclaim
 from ansible_collections.eagle3.extraction.plugins.module_utils.nvidia_smi import NvidiaSmiError
 from ansible_collections.eagle3.extraction.plugins.module_utils.pct_scope import ContainerError
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import (
-    executable_file_error, given_values, strict_module, number_error, number_errors, show)
+    executable_file_error, number_error, number_errors, number_option, show)
 
 # how often nvidia-smi is polled while waiting for GPU memory to come back
 GPU_POLL_INTERVAL = 0.25
@@ -313,11 +313,12 @@ def pattern_error(index, pattern):
     return None
 
 
-def validate(params, given=None):
+def validate(params):
     """Every option checked before anything is read or signalled: (compiled patterns, error messages).
 
-    ``given``: the options as the task gave them (validate.given_values())."""
-    errors = reclaim.validate_common(params, given, numbers=('exclude', 'gpu_memory_max_mib', 'gpu_wait_timeout'))
+    The numbers of ``params`` (as the task gave them) are converted in place."""
+    errors = reclaim.validate_common(params, numbers={'exclude': 'int', 'gpu_memory_max_mib': 'int',
+                                                      'gpu_wait_timeout': 'float'})
     errors.extend(number_errors(params, {
         'gpu_memory_max_mib': (0, GPU_MEMORY_MAX_MIB, 'MiB'),
         'gpu_wait_timeout': (0, reclaim.MAX_WAIT, 'seconds'),
@@ -506,23 +507,22 @@ def wait_gpu_memory(gpu, limit, timeout):
 
 
 def main():
-    module = strict_module(
-        AnsibleModule,
+    module = AnsibleModule(
         argument_spec=dict(
             match=dict(type='list', elements='str',
                        default=[r'^sglang::', r'(^|\s)-m\s+sglang\.launch_server(\s|$)']),
             gpu_holders=dict(type='bool', default=False),
             zombies=dict(type='bool', default=True),
-            exclude=dict(type='list', elements='int', default=[]),
-            gpu_memory_max_mib=dict(type='int'),
-            gpu_wait_timeout=dict(type='float', default=60),
+            exclude=number_option('int', type='list', default=[]),
+            gpu_memory_max_mib=number_option('int'),
+            gpu_wait_timeout=number_option('float', default=60),
             nvidia_smi_path=dict(type='path'),
             **reclaim.common_argument_spec()
         ),
         supports_check_mode=True,
     )
     params = module.params
-    patterns, errors = validate(params, given_values())
+    patterns, errors = validate(params)
     if errors:
         module.fail_json(msg='; '.join(errors), elapsed=0)
     run = reclaim.Run(module, changed=False, vmid=params['vmid'])

@@ -45,7 +45,7 @@ options:
       - Leave alone files modified less than this many seconds ago, even if no process holds them yet. A segment
         being set up may be created a moment before the process that created it maps it.
       - V(0) takes every file that is not held. At most 2592000 (30 days).
-    type: float
+    type: raw
     default: 0
 extends_documentation_fragment:
   - eagle3.extraction.attributes
@@ -155,7 +155,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.eagle3.extraction.plugins.module_utils import procfs
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import (
-    given_errors, given_values, number_error, show)
+    number_error, number_option, option_value_errors, show)
 
 # errors that mean the process exited while we looked: it holds nothing any more
 GONE = (errno.ENOENT, errno.ESRCH)
@@ -200,11 +200,11 @@ def filesystem_type(path, mounts='/proc/self/mounts'):
     return best_type
 
 
-def validate(params, given=None, mounts='/proc/self/mounts'):
+def validate(params, mounts='/proc/self/mounts'):
     """Messages for bad option values, each naming the option and its value; nothing is read but the path's type.
 
-    ``given``: the options as the task gave them (validate.given_values())."""
-    errors = given_errors(params, given, ('min_age',))
+    The numbers of ``params`` (as the task gave them) are converted in place."""
+    errors = option_value_errors(params, {'min_age': 'float'})
     error = number_error('min_age', params['min_age'], 0, MAX_MIN_AGE, 'seconds')
     if error:
         errors.append(error)
@@ -412,12 +412,12 @@ def main():
         argument_spec=dict(
             path=dict(type='str', default='/dev/shm'),
             patterns=dict(type='list', elements='str', default=['nccl-*', 'psm_*']),
-            min_age=dict(type='float', default=0),
+            min_age=number_option('float', default=0),
         ),
         supports_check_mode=True,
     )
     params = module.params
-    errors = validate(params, given_values())
+    errors = validate(params)
     if errors:
         module.fail_json(msg='; '.join(errors))
 

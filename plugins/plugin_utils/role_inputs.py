@@ -6,7 +6,11 @@
 A role's meta/argument_specs.yml gives each variable's type and choices (Ansible's
 ArgumentSpecValidator enforces them, here and when the role starts); what that format cannot
 say - ranges, whole-value patterns, paths that must not be system directories - is RULES
-below, one entry per variable. Every string anywhere in a value is also refused when it
+below, one entry per variable; the rules between variables of a role (a low watermark at most the
+high one, a shard index below the count) are CROSS_RULES, and the variables a container must set
+REQUIRED. This is the one place of these rules: inventory_check (every host of an inventory),
+role_input_check (each role's preflight, its first task) and, through a unit test, the job's
+config agree on them. Every string anywhere in a value is also refused when it
 holds a control character (a newline in a value splits a config line or a command line in
 two), except the newlines and tabs of the chat template's text (TEMPLATE_TEXT), which only
 the job's JSON config holds. inventory_check (an action plugin) applies both to every host of an inventory, and adds
@@ -62,7 +66,12 @@ RAW_LXC = re.compile(r'lxc\.[a-z0-9_.]+\s*[:=]\s*\S.*')
 # NCCL_SOCKET_IFNAME's forms: eth0, eth0,eth1, =eth0 (exact), ^docker,lo (excluded prefixes)
 IFNAMES = re.compile(r'[=^]?[A-Za-z0-9_.:@-]{1,15}(,[A-Za-z0-9_.:@-]{1,15})*')
 SERVER_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,62}')
-JOB_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,63}')
+# the job's own rule (eagle3_extraction_job/names.py JOB_RE; a unit test holds them equal): no '-',
+# since a rid is <name>-<sample id> and the first '-' of a dump's name separates the two
+JOB_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.]{0,63}')
+URL = re.compile(r'https?://[^\s/?#]+[^\s]*')
+DECIMAL = re.compile(r'[0-9]+(\.[0-9]*)?|\.[0-9]+')
+SHARDS_MAX = 100000
 FEATURES = {'nesting', 'keyctl', 'fuse', 'mount', 'mknod', 'force_rw_sys'}
 
 
@@ -188,6 +197,53 @@ def _filter(function, *args):
     return check
 
 
+def _fraction(value):
+    """value as a number when it is one (or a decimal string), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str) and DECIMAL.fullmatch(value):
+        return float(value)
+    return None
+
+
+def _flags(value):
+    """sglang_server_flags: the filter's rules, then the values of the flags the role reads itself."""
+    reason = _filter(sglang_server_config)(value)
+    if reason:
+        return reason
+    if 'tp-size' in value and _tp_size(value['tp-size']):
+        return ("sglang_server_flags['tp-size']=%s is not an integer from 1 to 256; give one (or leave it out and "
+                "set sglang_server_tp_size)" % show(value['tp-size']))
+    fraction = value.get('mem-fraction-static')
+    if fraction not in (None, '') and not 0 < (_fraction(fraction) or 0) < 1:
+        return ("sglang_server_flags['mem-fraction-static']=%s is not a number strictly between 0 and 1 (the share "
+                "of each GPU's memory for weights and KV cache)" % show(fraction))
+    return None
+
+
+def _shard_count(value):
+    count = _as_int(value)
+    if count is None:
+        return 'not an integer'
+    return None if 1 <= count <= SHARDS_MAX else 'out of range'
+
+
+def _shard_indexes(value):
+    if not isinstance(value, (list, tuple)) or not value:
+        return 'not a non-empty list'
+    seen = set()
+    for item in value:
+        index = _as_int(item)
+        if index is None or not 0 <= index < SHARDS_MAX:
+            return 'refused at %s (not a shard index: an integer from 0)' % show(item)
+        if index in seen:
+            return 'refused at %s (given twice: a shard is sent once)' % show(item)
+        seen.add(index)
+    return None
+
+
 def _api_key(value):
     if not isinstance(value, str):
         return 'sglang_server_api_key is a %s; it must be a string (quote it)' % type(value).__name__
@@ -242,7 +298,7 @@ RULES = {
     'sglang_server_host': _pattern(HOST, 'an address or host name'),
     'sglang_server_port': _number(1, 65535),
     'sglang_server_tp_size': Rule(_tp_size, 'an integer from 1 to 256'),
-    'sglang_server_flags': Rule(_filter(sglang_server_config), 'SGLang flags'),
+    'sglang_server_flags': Rule(_flags, 'SGLang flags'),
     'sglang_server_extra_args': Rule(_filter(lambda v: sglang_server_config({}, '', v)), 'SGLang arguments'),
     'sglang_server_dump_dir': _path(),
     'sglang_server_shm_min_free_gib': _number(0, 1048576, 'GiB'),
@@ -268,7 +324,11 @@ RULES = {
     'sglang_server_socket_ifname': _pattern(IFNAMES, 'network interface names as NCCL_SOCKET_IFNAME takes them '
                                                      '(eth0, eth0,eth1, =eth0, ^docker,lo)', empty=True),
     # extraction_job
-    'extraction_job_name': _pattern(JOB_NAME, 'letters, digits and _.- (up to 64)'),
+    'extraction_job_name': _pattern(JOB_NAME, 'letters, digits, _ and . (up to 64, not starting with .; no -: '
+                                              'a rid is <name>-<sample id>)'),
+    'extraction_job_shard_count': Rule(_shard_count, 'an integer from 1 to %d' % SHARDS_MAX),
+    'extraction_job_shard_indexes': Rule(_shard_indexes, 'a non-empty list of distinct shard indexes (integers from 0)'),
+    'extraction_job_server_url': _pattern(URL, 'an http:// or https:// URL'),
     'extraction_job_output_root': _path(),
     'extraction_job_dump_dir': _path(),
     'extraction_job_python': _path(what='an absolute path'),
@@ -290,7 +350,8 @@ RULES = {
     'extraction_job_shm_low': _number(0.0, 0.99),
     'extraction_job_output_free_floor_gib': _number(0, 1048576, 'GiB'),
     'extraction_job_output_free_resume_gib': _number(0, 1048576, 'GiB'),
-    'extraction_job_space_margin': _number(0, 10),
+    # the job refuses to start unless the disk holds the rest of the shard times (1 + margin): a fraction
+    'extraction_job_space_margin': _number(0, 1, '(a fraction: 0.1 is 10%)'),
     'extraction_job_restart_sec': _number(0, 86400, 'seconds'),
 }
 
@@ -305,6 +366,53 @@ TEMPLATE_TEXT = frozenset([
     'extraction_job_chat_system_prompt', 'extraction_job_chat_ignore_tokens',
 ])
 TEMPLATE_TEXT_CHARACTERS = '\n\t'
+
+
+def _at_most(low_name, high_name, what):
+    def check(values):
+        low, high = values[low_name], values[high_name]
+        if low > high:
+            return '%s=%s is above %s=%s; %s' % (low_name, show(low), high_name, show(high), what)
+        return None
+    return CrossRule((low_name, high_name), check)
+
+
+def _shards_in_count(values):
+    count = _as_int(values['extraction_job_shard_count'])
+    over = [item for item in values['extraction_job_shard_indexes'] if _as_int(item) >= count]
+    if over:
+        shown = (show(values['extraction_job_shard_indexes']), ', '.join(show(item) for item in over),
+                 show(values['extraction_job_shard_count']))
+        return ('extraction_job_shard_indexes=%s holds %s, not below extraction_job_shard_count=%s; a shard index '
+                'is from 0 to the count - 1' % shown)
+    return None
+
+
+def _wheelhouse_for_src(values):
+    if values['ml_env_wheelhouse_src'] and not values['ml_env_wheelhouse']:
+        return ('ml_env_wheelhouse_src=%s is set and ml_env_wheelhouse is empty; give ml_env_wheelhouse, the '
+                'directory on the host it is copied to' % show(values['ml_env_wheelhouse_src']))
+    return None
+
+
+class CrossRule:
+    """A rule between variables of one role: fn({name: value}) -> a whole message or None."""
+
+    def __init__(self, names, check):
+        self.names = names
+        self.check = check
+
+
+# the rules between variables, checked when each of their variables passed its own rule; a variable not
+# given counts with its default (when that is not a template)
+CROSS_RULES = (
+    _at_most('extraction_job_shm_low', 'extraction_job_shm_high',
+             'the job sends again under the low watermark and stops above the high one'),
+    _at_most('extraction_job_output_free_floor_gib', 'extraction_job_output_free_resume_gib',
+             'the job stops below the floor and sends again above the resume level'),
+    CrossRule(('extraction_job_shard_indexes', 'extraction_job_shard_count'), _shards_in_count),
+    CrossRule(('ml_env_wheelhouse_src', 'ml_env_wheelhouse'), _wheelhouse_for_src),
+)
 
 MESSAGE_RULES = frozenset(RULES[name].check for name in (
     'sglang_server_flags', 'sglang_server_extra_args', 'sglang_server_env', 'sglang_server_api_key'))
@@ -370,6 +478,7 @@ def role_value_errors(options, values):
         control = _control_errors(name, given[name], secret)
         if control:
             errors.extend(control)
+            failed.add(name)
             continue
         if name in failed or name not in RULES:
             continue
@@ -383,7 +492,40 @@ def role_value_errors(options, values):
             else:
                 shown = '(hidden)' if secret else show(given[name])
                 errors.append('%s=%s is %s; give %s' % (name, shown, reason, RULES[name].what))
+            failed.add(name)
+    errors.extend(cross_errors(options, given, converted, failed))
     return errors
+
+
+def cross_errors(options, given, converted, failed=()):
+    """CROSS_RULES among one role's values: a given one as converted, else its default when that is plain."""
+    errors = []
+    for rule in CROSS_RULES:
+        if not set(rule.names) <= set(options) or not set(rule.names) & set(given) or set(rule.names) & set(failed):
+            continue
+        values = {}
+        for name in rule.names:
+            value = converted.get(name, given[name]) if name in given else options[name].get('default')
+            if value is None or (isinstance(value, str) and '{{' in value):
+                break
+            values[name] = value
+        else:
+            reason = rule.check(values)
+            if reason:
+                errors.append(reason)
+    return errors
+
+
+# the variables a container must set (no default serves): {name: what to give}
+REQUIRED = {
+    'sglang_server_model_path': 'the absolute path of the model dir',
+}
+
+
+def required_errors(values, names=None):
+    """A message for each REQUIRED variable (of names, default all) that values lacks or holds empty."""
+    return ['%s is not set; give %s' % (name, REQUIRED[name]) for name in sorted(REQUIRED)
+            if (names is None or name in names) and values.get(name) in (None, '')]
 
 
 def host_value_errors(specs, values):
@@ -427,10 +569,9 @@ def cross_host_errors(hosts, hypervisors):
         vmid = _as_int(values.get('proxmox_container_vmid'))
         if 'proxmox_container_vmid' not in values:
             errors.append('%s: proxmox_container_vmid is not set; give its container id on %s' % (host, node))
-        elif vmid is not None and node:
+        elif vmid is not None and isinstance(node, str) and node:
             placed.setdefault((node, vmid), []).append(host)
-        if not values.get('sglang_server_model_path'):
-            errors.append('%s: sglang_server_model_path is not set; give the absolute path of the model dir' % host)
+        errors.extend('%s: %s' % (host, error) for error in required_errors(values))
         flags = values.get('sglang_server_flags') if isinstance(values.get('sglang_server_flags'), dict) else {}
         tp_size = _as_int(flags.get('tp-size', values.get('sglang_server_tp_size')))
         gpus = _as_int(values.get('gpu_check_gpu_count'))

@@ -82,7 +82,7 @@ ROLE_PLAY = [{
 }]
 
 
-def test_a_roles_preflight_ends_with_the_check(tmp_path):
+def test_a_roles_preflight_starts_with_the_check(tmp_path):
     run, out_file = ansible_playbook(tmp_path, 'role', ROLE_PLAY, '-e', 'ansible_python_interpreter=/usr/bin/python3')
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     failure = yaml.safe_load(out_file.read_text())

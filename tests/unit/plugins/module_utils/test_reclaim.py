@@ -138,6 +138,7 @@ def test_wait_reaped_follows_the_zombie_until_its_parent_reaps_it():
 
 def test_validate_common_names_the_options():
     errors = reclaim.validate_common({'signal_timeout': -1, 'kill_timeout': 0, 'command_timeout': 5, 'vmid': 99})
-    assert errors == ['signal_timeout: -1 is out of range; give a number from 0 to 3600 seconds',
+    # validate_common converts the numbers as the module got them (type raw): a float option's -1 is -1.0
+    assert errors == ['signal_timeout: -1.0 is out of range; give a number from 0 to 3600 seconds',
                       'vmid: 99 is not a Proxmox container id; give an integer from 100 to 999999999']
     assert reclaim.validate_common({'signal_timeout': 0, 'kill_timeout': 1, 'command_timeout': 5, 'vmid': None}) == []

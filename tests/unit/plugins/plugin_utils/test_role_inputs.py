@@ -68,7 +68,10 @@ BAD = {
     'sglang_server_tp_size': [0, -1, 'eight', True, 257, 2.5, '8\n'],
     'sglang_server_flags': [{'port\n': 1}, {'--port': 1}, {'api-key': 'x'}, {'config': '/x.yaml'},
                             {'disable-cuda-graph': True}, {'chat-template': 'a\nb'},
-                            {'mem-fraction-static': NAN}, 'not a dict'],
+                            {'mem-fraction-static': NAN}, 'not a dict',
+                            # the values of the flags the role reads itself (the preflight asserted them)
+                            {'tp-size': 0}, {'tp-size': 'eight'}, {'tp-size': True}, {'mem-fraction-static': 1.5},
+                            {'mem-fraction-static': 0}, {'mem-fraction-static': 1}, {'mem-fraction-static': 'most'}],
     'sglang_server_extra_args': [['value-first'], ['--ok', 'a\nb'], ['--api-key', 'x'], ['--config', 'y.yaml']],
     'sglang_server_dump_dir': ['dumps', '/dev/shm', '/', '/tmp', '/dev/shm/hs\n'],
     'sglang_server_shm_min_free_gib': [-5, -0.1, NAN, INF, 'lots', 1e300],
@@ -92,7 +95,11 @@ BAD = {
     'sglang_server_dist_init_port': [0, 65536, 'port', True],
     'sglang_server_dist_init_host': ['two hosts', 'host;reboot', 'a/b'],
     'sglang_server_socket_ifname': ['eth 0', 'eth0;', '^', 'averyveryverylongname0', 'eth0,,eth1'],
-    'extraction_job_name': ['two words', '../up', '-x', 'x' * 65],
+    # no '-': a rid is <name>-<sample id> (the job refuses it: names.JOB_RE)
+    'extraction_job_name': ['two words', '../up', '-x', 'x' * 65, 'sharegpt-v2', '.hidden'],
+    'extraction_job_shard_count': [0, -1, 'two', True, 100001, 1.5, '1\n'],
+    'extraction_job_shard_indexes': [[], [-1], ['a'], [0, 0], 0, [True], '0'],
+    'extraction_job_server_url': ['localhost:30000', 'ftp://x', 'http://', 'http://a b', 'http://x\n'],
     'extraction_job_output_root': ['relative', '/', '/var/lib', '/srv/a b'],
     'extraction_job_dump_dir': ['/dev/shm', 'shm'],
     'extraction_job_python': ['python3', ''],
@@ -114,7 +121,8 @@ BAD = {
     'extraction_job_shm_low': [-0.1, 1, 2],
     'extraction_job_output_free_floor_gib': [-1, 1048577],
     'extraction_job_output_free_resume_gib': [-1, 1048577],
-    'extraction_job_space_margin': [-0.1, 11],
+    # a fraction of the shard's size (the job checks 0 to 1)
+    'extraction_job_space_margin': [-0.1, 11, 1.5, 10],
     'extraction_job_restart_sec': [-1, 86401],
     'extraction_job_chat_ignore_tokens': [['esc\x1bape'], ['<think>\r\n']],
 }
@@ -160,13 +168,18 @@ GOOD = {
     'sglang_server_interconnect': ['nvlink', 'pcie'],
     'sglang_server_stale_shm_patterns': [['nccl-*', 'psm_*', 'sglang_hs_0']],
     'sglang_server_api_key': ['', KEY, 'key with inner spaces'],
-    'sglang_server_flags': [{'mem-fraction-static': 0.88, 'disable-prefill-cuda-graph': True, 'cuda-graph-bs': [1, 2]}],
+    'sglang_server_flags': [{'mem-fraction-static': 0.88, 'disable-prefill-cuda-graph': True, 'cuda-graph-bs': [1, 2]},
+                            {'tp-size': 8, 'mem-fraction-static': '0.8'}, {'mem-fraction-static': ''}],
     'sglang_server_env': [{'NCCL_PROTO': 'LL', 'N': 16}],
     'sglang_server_name': ['', 'kimi-k2.5', 'duo_1'],
     'sglang_server_node_rank': [0, 1, '3'],
     'sglang_server_socket_ifname': ['', 'eth0', 'eth0,eth1', '=ib0', '^docker,lo', 'enp65s0f0'],
     'sglang_server_dist_init_host': ['', '10.0.0.1', 'node-a.example'],
-    'extraction_job_name': ['extraction', 'sharegpt-v2'],
+    'extraction_job_name': ['extraction', 'sharegpt_v2', 'sharegpt.v2', '_x'],
+    'extraction_job_space_margin': [0, 0.1, 1, '0.25'],
+    'extraction_job_shard_count': [1, 3, '3'],
+    'extraction_job_shard_indexes': [[0], [2, 0], ['1']],
+    'extraction_job_server_url': ['http://127.0.0.1:30000', 'https://[::1]:8443/', 'http://node-a:30000'],
     'extraction_job_shm_high': [0.7],
     # SpecForge's templates as they are: qwen, llama3 (its system prompt has blank lines), phi3
     'extraction_job_chat_assistant_header': ['<|im_start|>assistant\n',
@@ -209,6 +222,12 @@ def host(node='pve1', vmid=471, **more):
 def test_vmids_are_compared_as_integers(vmids):
     errors = cross_host_errors({'ct1': host(vmid=vmids[0]), 'ct2': host(vmid=vmids[1])}, ['pve1'])
     assert len(errors) == 1 and 'ct1 and ct2 are all container 471 on pve1' in errors[0]
+
+
+@pytest.mark.parametrize('node', [['pve1'], {'pve1': 1}])
+def test_a_node_that_is_not_a_name_is_named_not_a_traceback(node):
+    errors = cross_host_errors({'ct1': host(node=node)}, ['pve1'])
+    assert len(errors) == 1 and errors[0].startswith('ct1: proxmox_container_node=') and 'not a host' in errors[0]
 
 
 def test_the_same_vmid_on_two_nodes_is_fine():
@@ -261,3 +280,37 @@ def test_bad_rollout_values_are_refused(serial, max_fail, reclaim, force, name):
 @pytest.mark.parametrize('serial', ['100%', '50%', 1, '3', [1, '100%'], [1, 2, '50%']])
 def test_good_rollout_values_pass(serial):
     assert rollout_errors(serial, '0', 'true', False) == []
+
+
+@pytest.mark.parametrize('values,expected', [
+    ({'extraction_job_shm_low': 0.8, 'extraction_job_shm_high': 0.7}, 'extraction_job_shm_low=0.8 is above'),
+    # the other one's default counts (extraction_job_shm_high: 0.7)
+    ({'extraction_job_shm_low': 0.8}, 'extraction_job_shm_low=0.8 is above extraction_job_shm_high=0.7'),
+    ({'extraction_job_shm_high': 0.3}, 'extraction_job_shm_low=0.5 is above extraction_job_shm_high=0.3'),
+    ({'extraction_job_output_free_floor_gib': 20}, 'extraction_job_output_free_floor_gib=20.0 is above'),
+    ({'extraction_job_output_free_floor_gib': 8, 'extraction_job_output_free_resume_gib': '4'}, 'is above'),
+    ({'extraction_job_shard_indexes': [0, 3], 'extraction_job_shard_count': 3}, 'holds 3, not below'),
+    ({'extraction_job_shard_indexes': ['5'], 'extraction_job_shard_count': '2'}, "holds '5', not below"),
+    ({'ml_env_wheelhouse_src': '/srv/wheels'}, 'ml_env_wheelhouse_src='),
+])
+def test_a_rule_between_variables_is_named(values, expected):
+    role = ROLE_OF[sorted(values)[0]]
+    errors = role_value_errors(SPECS[role], values)
+    assert len(errors) == 1 and expected in errors[0], errors
+
+
+@pytest.mark.parametrize('values', [
+    {'extraction_job_shm_low': 0.7, 'extraction_job_shm_high': 0.7},
+    {'extraction_job_output_free_floor_gib': 12},
+    {'extraction_job_shard_indexes': [0, 2], 'extraction_job_shard_count': 3},
+    # the count's default is a template: the role checks it when it starts
+    {'extraction_job_shard_indexes': [7]},
+    {'ml_env_wheelhouse_src': '/srv/wheels', 'ml_env_wheelhouse': '/root/wheels'},
+])
+def test_values_that_keep_the_rules_between_variables_pass(values):
+    assert role_value_errors(SPECS[ROLE_OF[sorted(values)[0]]], values) == []
+
+
+def test_a_value_that_breaks_its_own_rule_is_not_compared_with_another():
+    errors = role_value_errors(SPECS['extraction_job'], {'extraction_job_shm_low': 2, 'extraction_job_shm_high': 0.7})
+    assert len(errors) == 1 and errors[0].startswith('extraction_job_shm_low=2 is out of range'), errors
