@@ -5,6 +5,8 @@
 
 - systemd_unit_names: the unit names in ``systemctl list-units --plain --no-legend``.
 - proc_devices: the character and block device majors of ``/proc/devices``.
+- last_line: the last line that is not blank, what a failing program said last.
+- pip_would_install: the distributions ``pip install --dry-run`` would install.
 """
 
 from __future__ import annotations
@@ -51,6 +53,23 @@ def proc_devices(text):
     return found
 
 
+def last_line(text):
+    """The last line of ``text`` that is not blank, stripped; ``''`` when there is none."""
+    lines = [line.strip() for line in _text(text, 'last_line').splitlines() if line.strip()]
+    return lines[-1] if lines else ''
+
+
+def pip_would_install(stdout):
+    """The ``<name>-<version>`` words of pip's ``Would install ...`` line (``pip install --dry-run``), in pip's
+    order; ``[]`` when pip would install nothing (it prints no such line)."""
+    found = []
+    for line in _text(stdout, 'pip_would_install').splitlines():
+        if line.startswith('Would install '):
+            found.extend(line[len('Would install '):].split())
+    return found
+
+
 class FilterModule(object):
     def filters(self):
-        return {'systemd_unit_names': systemd_unit_names, 'proc_devices': proc_devices}
+        return {'systemd_unit_names': systemd_unit_names, 'proc_devices': proc_devices, 'last_line': last_line,
+                'pip_would_install': pip_would_install}

@@ -9,13 +9,14 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.eagle3.extraction.plugins.filter.command_output import (
-    FilterModule, proc_devices, systemd_unit_names)
+    FilterModule, last_line, pip_would_install, proc_devices, systemd_unit_names)
 
 FIXTURES = Path(__file__).resolve().parents[3] / 'fixtures' / 'nvidia-smi' / 'h200x2' / 'idle'
 
 
 def test_the_filters_are_registered():
-    assert set(FilterModule().filters()) == {'systemd_unit_names', 'proc_devices'}
+    assert set(FilterModule().filters()) == {'systemd_unit_names', 'proc_devices', 'last_line',
+                                             'pip_would_install'}
 
 
 def test_unit_names_are_the_first_column_in_systemctls_order():
@@ -73,3 +74,25 @@ def test_no_driver_loaded_has_no_nvidia_major():
 
 def test_a_name_in_the_block_section_is_no_character_device():
     assert proc_devices('Character devices:\n\nBlock devices:\n195 nvidia\n')['character'] == {}
+
+
+def test_the_last_line_is_what_a_failing_interpreter_said_last():
+    stderr = 'Traceback (most recent call last):\n  File "<stdin>", line 1\n/bin/sh: 1: /usr/bin/py3: not found\n\n'
+    assert last_line(stderr) == '/bin/sh: 1: /usr/bin/py3: not found'
+
+
+def test_no_line_is_empty():
+    assert last_line('') == '' and last_line(' \n\n') == ''
+
+
+def test_what_pip_would_install():
+    stdout = ('Looking in links: /srv/wheelhouse\n'
+              'Requirement already satisfied: numpy==2.1.3 in /root/ml-env/lib/python3.12/site-packages (2.1.3)\n'
+              'Collecting orjson==3.10.12 (from -r /root/ml-env/requirements.txt (line 2))\n'
+              'Would install orjson-3.10.12 uvloop-0.21.0\n')
+    assert pip_would_install(stdout) == ['orjson-3.10.12', 'uvloop-0.21.0']
+
+
+def test_pip_would_install_nothing_when_all_is_satisfied():
+    stdout = 'Requirement already satisfied: numpy==2.1.3 in /root/ml-env/lib/python3.12/site-packages (2.1.3)\n'
+    assert pip_would_install(stdout) == []
