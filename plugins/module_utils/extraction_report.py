@@ -335,3 +335,11 @@ def verify_union(host_reports):
         problems.append('no shard output found on any host')
     totals['unique_samples'] = len(owner)
     return {'totals': totals, 'problems': problems, 'notes': notes}
+
+
+def verified_message(union):
+    """The line verify.yml prints for a verify_union() result without problems: the totals, then each note."""
+    totals = union['totals']
+    line = 'verified: %d samples exactly once, %d tokens, %d bytes' % (
+        totals['unique_samples'], totals['tokens'], totals['bytes'])
+    return '; '.join([line] + list(union['notes']))

@@ -162,6 +162,14 @@ def parse_summary_versions(text):
     return versions
 
 
+def gpus_summary(gpus):
+    """The GPUs in a few words, for a report: ``2 x NVIDIA H200`` (the count and the first GPU's name), or
+    ``-`` for none."""
+    if not gpus:
+        return '-'
+    return '%d x %s' % (len(gpus), gpus[0]['name'])
+
+
 # topo -m cell -> kind of link
 _PCIE_LINKS = ('SYS', 'NODE', 'PHB', 'PXB', 'PIX', 'SOC')
 

@@ -9,6 +9,8 @@ pve-common (JSONSchema.pm):
 * ``pct status <vmid>`` prints exactly ``status: running`` or ``status: stopped``;
   a missing container fails (exit 255) with
   ``Configuration file 'nodes/<node>/lxc/<vmid>.conf' does not exist``.
+* ``pct list`` prints a header and one ``<vmid> <status> <lock> <name>`` row a container of
+  the node (the lock empty when there is none).
 * ``pct config <vmid>`` prints ``key: value`` lines, raw ``lxc.*`` entries last,
   ``description`` percent-encoded, pending changes merged in.
 * The config file has the main section first, then optional ``[pve:pending]`` and
@@ -65,6 +67,26 @@ def parse_status(stdout):
     if not STATUS_RE.fullmatch(stdout):
         raise PctOutputError('unexpected output of pct status: %r' % stdout)
     return parse_status_lines(stdout)['status']
+
+
+def parse_list(stdout):
+    """``pct list`` output -> ``{vmid: {'status': ..., 'lock': ..., 'name': ...}}`` (vmid an int).
+
+    pct prints a header (``VMID Status Lock Name``) and one row a container of this node, the lock
+    column empty when there is no lock; a node without containers prints nothing. Raises
+    PctOutputError on a row that is not ``<vmid> <status> [<lock>] <name>``.
+    """
+    containers = {}
+    for line in stdout.splitlines():
+        words = line.split()
+        if not words or words[0] == 'VMID':
+            continue
+        if not words[0].isdigit() or len(words) not in (2, 3, 4):
+            raise PctOutputError('unexpected line in the output of pct list: %r' % line)
+        lock = words[2] if len(words) == 4 else ''
+        name = words[-1] if len(words) > 2 else ''
+        containers[int(words[0])] = {'status': words[1], 'lock': lock, 'name': name}
+    return containers
 
 
 def is_missing_container(stderr, vmid):

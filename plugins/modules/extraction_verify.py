@@ -79,6 +79,11 @@ totals:
   description: With O(reports), C(samples), C(unique_samples), C(tokens), C(bytes) over all hosts.
   returned: with reports
   type: dict
+msg:
+  description: With O(reports) and no problem, the totals and the notes in one line, for a report.
+  returned: with reports, on success
+  type: str
+  sample: 'verified: 1000 samples exactly once, 2048000 tokens, 14680064000 bytes'
 '''
 
 import os
@@ -111,7 +116,7 @@ def main():
     if result['problems']:
         module.fail_json(msg='%d problem(s): %s' % (len(result['problems']), '; '.join(result['problems'][:20])),
                          changed=False, **result)
-    module.exit_json(changed=False, **result)
+    module.exit_json(changed=False, msg=extraction_report.verified_message(result), **result)
 
 
 if __name__ == '__main__':

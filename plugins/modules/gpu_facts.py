@@ -157,6 +157,11 @@ ansible_facts:
           returned: when O(query_gpus=true)
           type: int
           sample: 2
+        summary:
+          description: The GPUs in a few words, for a report - their count and the first GPU's name, V(-) for none.
+          returned: when O(query_gpus=true)
+          type: str
+          sample: 2 x NVIDIA H200
         gpus:
           description: Every GPU, by index.
           returned: when O(query_gpus=true)
@@ -258,6 +263,7 @@ from ansible_collections.eagle3.extraction.plugins.module_utils.nvidia_smi impor
     COMPUTE_APP_FIELDS,
     GPU_FIELDS,
     NvidiaSmiError,
+    gpus_summary,
     parse_compute_apps,
     parse_gpus,
     parse_proc_version,
@@ -332,6 +338,7 @@ def gather(module, kernel_module):
         gpu.pop('driver_version', None)
     facts['gpus'] = gpus
     facts['gpu_count'] = len(gpus)
+    facts['summary'] = gpus_summary(gpus)
 
     processes = parsed(parse_compute_apps, checked(smi.query, 'compute-apps', COMPUTE_APP_FIELDS),
                        'nvidia-smi --query-compute-apps')

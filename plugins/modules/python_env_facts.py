@@ -99,6 +99,12 @@ distributions:
   returned: always
   type: dict
   sample: {sglang: 0.5.23}
+modules_missing:
+  description: The O(modules) that cannot be found, in the order given, each as C(<name> (<why>)), for a message.
+  returned: always
+  type: list
+  elements: str
+  sample: ["sglang (ModuleNotFoundError: No module named 'sglang')"]
 editable_paths_missing:
   description: The O(editable_paths) not installed editable, in the order given.
   returned: always
@@ -131,6 +137,11 @@ def locate(name):
         return {'error': None, 'path': os.path.realpath(list(spec.submodule_search_locations)[0])}
     origin = spec.origin if spec.origin and os.path.isabs(spec.origin) else None
     return {'error': None, 'path': os.path.realpath(origin) if origin else None}
+
+
+def missing(modules):
+    """``<name> (<why>)`` of each module that cannot be found, in the order of ``modules`` (a dict of locate())."""
+    return ['%s (%s)' % (name, found['error']) for name, found in modules.items() if found['error']]
 
 
 def installed_version(name):
@@ -181,10 +192,12 @@ def main():
             module.fail_json(msg='editable_paths: %r is not an absolute path' % path)
 
     have = editable_checkouts() if params['editable_paths'] else set()
+    modules = {name: locate(name) for name in params['modules']}
     module.exit_json(
         changed=False,
         python={'executable': sys.executable, 'version': '%d.%d.%d' % sys.version_info[:3]},
-        modules={name: locate(name) for name in params['modules']},
+        modules=modules,
+        modules_missing=missing(modules),
         distributions={name: installed_version(name) for name in params['distributions']},
         editable_paths_missing=[p for p in params['editable_paths'] if os.path.realpath(p) not in have],
     )

@@ -10,6 +10,7 @@ import pytest
 
 from job_helpers import (StandinServer, config_for, expected_tensors, make_samples, torch,
                          write_dataset, write_dump)
+from ansible_collections.eagle3.extraction.plugins.module_utils.dumps import aside_dir, aside_glob
 from eagle3_extraction_job import job as jobmod
 from eagle3_extraction_job import space
 
@@ -169,7 +170,8 @@ def test_a_kill_mid_job_resumes_without_loss_or_double(job_dirs):
 def test_undrained_dumps_from_an_earlier_restart_are_drained_not_resent(job_dirs):
     samples = make_samples(10)
     ds = write_dataset(job_dirs["root"] / "d.jsonl", samples)
-    undrained = job_dirs["dump"] + ".undrained-20261201T000000Z"
+    # named as the sglang_server role names it (filter dumps_aside), found by the glob the role writes
+    undrained = aside_dir(job_dirs["dump"], "20261201T000000Z")
     os.makedirs(undrained)
     for sample_id, ids, _mask in samples[:4]:
         write_dump(undrained, f"testjob-{sample_id}", ids)
@@ -178,7 +180,7 @@ def test_undrained_dumps_from_an_earlier_restart_are_drained_not_resent(job_dirs
     write_dump(undrained, "otherjob-s00001", samples[1][1])   # another job's: left alone
 
     async def body(server):
-        cfg = config_for(job_dirs, ds, server.url)
+        cfg = config_for(job_dirs, ds, server.url, dump_dir_aside_glob=aside_glob(job_dirs["dump"]))
         assert await jobmod.Job(cfg, torch).run_async() == jobmod.EXIT_COMPLETE
         return server.received
     sent = run(with_server(job_dirs, body))

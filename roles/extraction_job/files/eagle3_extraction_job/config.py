@@ -24,6 +24,8 @@ class JobConfig:  # pylint: disable=too-many-instance-attributes
     dataset: str
     output_dir: str
     dump_dir: str = "/dev/shm/sglang_hs"
+    # the dirs the server role moved undrained dumps aside to, a glob (the role writes it); empty: none
+    dump_dir_aside_glob: str = ""
     status_file: str = ""
     host: str = ""
     # dataset
@@ -77,8 +79,8 @@ class JobConfig:  # pylint: disable=too-many-instance-attributes
             value = getattr(self, key)
             if not isinstance(value, str) or not os.path.isabs(value):
                 bad(key, "expected an absolute path")
-        for key in ("dataset", "output_dir", "dump_dir", "status_file", "tokenizer_path",
-                    "api_key_file", "model_path", "host", "server_url"):
+        for key in ("dataset", "output_dir", "dump_dir", "dump_dir_aside_glob", "status_file",
+                    "tokenizer_path", "api_key_file", "model_path", "host", "server_url"):
             value = getattr(self, key)
             if not isinstance(value, str) or any(ord(c) < 32 or ord(c) == 127 for c in value):
                 bad(key, "expected a string without control characters")

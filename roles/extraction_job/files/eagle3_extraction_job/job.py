@@ -4,7 +4,7 @@
 
 Order at start: read the dataset and keep this shard; open the manifest and
 check it belongs to this job, shard and dataset; undo interrupted writes; drain
-every dump already there (the dump dir and ``<dump dir>.undrained-*``); the rest
+every dump already there (the dump dir and the dirs its ``dump_dir_aside_glob`` matches); the rest
 of the shard is exactly the samples not ``done``; refuse, with the numbers, if
 the output disk cannot hold them; then send with bounded concurrency while the
 drain turns each dump into a durable file. A request counts only when its dump
@@ -232,8 +232,9 @@ class Job:  # pylint: disable=too-many-instance-attributes
     # -- draining ---------------------------------------------------------------
 
     def dump_dirs(self):
-        return [self.cfg.dump_dir] + sorted(glob.glob(glob.escape(self.cfg.dump_dir)
-                                                      + ".undrained-*"))
+        """The dump dir, then the dirs the server role moved undrained dumps aside to."""
+        aside = self.cfg.dump_dir_aside_glob
+        return [self.cfg.dump_dir] + (sorted(glob.glob(aside)) if aside else [])
 
     def find_dumps(self):
         found = []

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: eagle3.extraction contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""verify and status count the samples the job could not extract, with their reasons."""
+"""module_utils/extraction_report: what verify and status read and print (the samples the job could not
+extract with their reasons, damaged files, the line verify.yml prints)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import re
 import pytest
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.extraction_report import (
-    FAILURES_SHOWN, read_status, status_table, verify_shard)
+    FAILURES_SHOWN, read_status, status_table, verified_message, verify_shard)
 
 JOB_MANIFEST = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', 'extraction_job', 'files',
                             'eagle3_extraction_job', 'manifest.py')
@@ -95,3 +96,17 @@ def test_a_manifest_that_is_not_a_database_is_named_with_its_path(tmp_path):
     (shard / 'manifest.sqlite').write_bytes(b'not sqlite at all' * 100)
     (problem,) = verify_shard(str(shard))['problems']
     assert problem.startswith(str(shard / 'manifest.sqlite') + ": cannot be read as the job's manifest")
+
+
+TOTALS = {'samples': 12, 'unique_samples': 10, 'tokens': 2048, 'bytes': 4096, 'files_checked': 12}
+
+
+def test_the_totals_in_one_line():
+    assert verified_message({'totals': TOTALS, 'problems': [], 'notes': []}) == (
+        'verified: 10 samples exactly once, 2048 tokens, 4096 bytes')
+
+
+def test_each_note_follows_the_totals():
+    notes = ['ct2 holds a leftover copy of shard 1 (2 samples), not counted', 'ct3 holds another']
+    assert verified_message({'totals': TOTALS, 'problems': [], 'notes': notes}) == (
+        'verified: 10 samples exactly once, 2048 tokens, 4096 bytes; ' + '; '.join(notes))

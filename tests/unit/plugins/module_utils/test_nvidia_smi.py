@@ -385,3 +385,10 @@ def test_unknown_failure_keeps_the_output():
     error = nvidia_smi.classify_failure(15, 'Unable to determine the device handle for GPU0000:00:06.0: Unknown Error\n')
     assert error.cause == 'failed'
     assert 'exit code 15' in error.message and 'Unknown Error' in error.message
+
+
+def test_the_gpus_in_a_few_words():
+    gpus = [{'index': 0, 'name': 'NVIDIA H200'}, {'index': 1, 'name': 'NVIDIA H200'}]
+    assert nvidia_smi.gpus_summary(gpus) == '2 x NVIDIA H200'
+    assert nvidia_smi.gpus_summary(gpus[:1]) == '1 x NVIDIA H200'
+    assert nvidia_smi.gpus_summary([]) == '-'

@@ -507,3 +507,29 @@ def test_verbose_status_is_parsed_by_the_same_parser(out, status):
     run = FakeRun((0, out + 'pid: 4242\ncpus: 8\n', ''))
     assert fake_pct(run).status_verbose(101) == {'status': status, 'pid': '4242', 'cpus': '8'}
     assert run.calls == [['/usr/sbin/pct', 'status', '101', '--verbose']]
+
+
+# ---------------------------------------------------------------------------
+# pct list (pct_list, extract.yml's "is the container running")
+
+PCT_LIST = ("VMID       Status     Lock         Name                \n"
+            "101        running                 ct1                 \n"
+            "102        stopped    backup       ct2                 \n"
+            "1003       running    mounted      ct3                 \n")
+
+
+def test_pct_list_gives_each_containers_status_lock_and_name():
+    assert pct.parse_list(PCT_LIST) == {
+        101: {'status': 'running', 'lock': '', 'name': 'ct1'},
+        102: {'status': 'stopped', 'lock': 'backup', 'name': 'ct2'},
+        1003: {'status': 'running', 'lock': 'mounted', 'name': 'ct3'},
+    }
+
+
+def test_a_node_without_containers_lists_nothing():
+    assert pct.parse_list('') == {}
+
+
+def test_an_unknown_pct_list_line_is_refused():
+    with pytest.raises(pct.PctOutputError, match='pct list'):
+        pct.parse_list(PCT_LIST + 'no containers here\n')

@@ -34,6 +34,7 @@ def test_a_healthy_driver_gives_the_gpus(standin, run_module):
     nvidia = result['ansible_facts']['nvidia']
     assert nvidia['gpu_count'] == 2 and nvidia['driver_version'] == '580.159.04'
     assert nvidia['interconnect'] == 'nvlink'
+    assert nvidia['summary'] == '2 x NVIDIA H200'
 
 
 def test_a_driver_that_is_not_loaded_names_the_cause(standin, run_module):

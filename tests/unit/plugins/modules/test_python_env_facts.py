@@ -57,6 +57,14 @@ def test_a_submodule_whose_parent_fails_names_the_reason(site, capsys):
     assert result['modules']['no_such_module.sub']['error'].startswith('ModuleNotFoundError')
 
 
+def test_the_missing_modules_in_the_order_given_for_a_message(site, capsys):
+    result = run({'modules': ['no_such_module.sub', 'json', 'no_such_module']}, capsys)
+    assert result['modules_missing'] == [
+        "no_such_module.sub (ModuleNotFoundError: No module named 'no_such_module')",
+        "no_such_module (No module named 'no_such_module')"]
+    assert run({'modules': ['json']}, capsys)['modules_missing'] == []
+
+
 def test_lists_checkouts_not_installed_editable(site, capsys):
     other = site / 'other'
     other.mkdir()

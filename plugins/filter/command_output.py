@@ -1,0 +1,75 @@
+# -*- coding: utf-8 -*-
+# Copyright: eagle3.extraction maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters that read what a command or a kernel file printed, so that no task parses it in Jinja.
+
+- systemd_unit_names: the unit names in ``systemctl list-units --plain --no-legend``.
+- proc_devices: the character and block device majors of ``/proc/devices``.
+- last_line: the last line that is not blank, what a failing program said last.
+- pip_would_install: the distributions ``pip install --dry-run`` would install.
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+
+def _text(value, name):
+    if isinstance(value, bytes):
+        value = value.decode('utf-8', 'replace')
+    if not isinstance(value, str):
+        raise AnsibleFilterError('%s: the input must be the text the command printed (stdout)' % name)
+    return value
+
+
+def systemd_unit_names(stdout):
+    """The first column of each line of ``systemctl list-units --plain --no-legend``: the unit names,
+    in systemctl's order. A leading status mark (a bullet systemctl prints without --plain) is skipped."""
+    names = []
+    for line in _text(stdout, 'systemd_unit_names').splitlines():
+        words = line.split()
+        if words and not words[0][0].isalnum():
+            words = words[1:]
+        if words:
+            names.append(words[0])
+    return names
+
+
+def proc_devices(text):
+    """``/proc/devices`` as ``{'character': {name: major}, 'block': {name: major}}``; a name listed twice
+    keeps its first major. Lines that are not ``<major> <name>`` are skipped."""
+    found = {'character': {}, 'block': {}}
+    section = None
+    for line in _text(text, 'proc_devices').splitlines():
+        stripped = line.strip()
+        if stripped == 'Character devices:':
+            section = 'character'
+        elif stripped == 'Block devices:':
+            section = 'block'
+        elif section:
+            words = stripped.split()
+            if len(words) == 2 and words[0].isdigit():
+                found[section].setdefault(words[1], int(words[0]))
+    return found
+
+
+def last_line(text):
+    """The last line of ``text`` that is not blank, stripped; ``''`` when there is none."""
+    lines = [line.strip() for line in _text(text, 'last_line').splitlines() if line.strip()]
+    return lines[-1] if lines else ''
+
+
+def pip_would_install(stdout):
+    """The ``<name>-<version>`` words of pip's ``Would install ...`` line (``pip install --dry-run``), in pip's
+    order; ``[]`` when pip would install nothing (it prints no such line)."""
+    found = []
+    for line in _text(stdout, 'pip_would_install').splitlines():
+        if line.startswith('Would install '):
+            found.extend(line[len('Would install '):].split())
+    return found
+
+
+class FilterModule(object):
+    def filters(self):
+        return {'systemd_unit_names': systemd_unit_names, 'proc_devices': proc_devices, 'last_line': last_line,
+                'pip_would_install': pip_would_install}
