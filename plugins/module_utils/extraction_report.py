@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sqlite3
 import stat
@@ -74,7 +75,7 @@ def _status_fields(raw):
         value = raw.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) == float('inf'):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError('%s is %r, not a number' % (key, value))
         status[key] = value
     for key in STATUS_TEXTS:

@@ -7,6 +7,7 @@ at once, loudly; the end of a run waits for the drain under way; a finished row 
 file is gone is redone; no directory entry is trusted before it is on the disk.
 """
 import asyncio
+import concurrent.futures
 import json
 import os
 import sqlite3
@@ -14,7 +15,7 @@ import stat
 import threading
 import time
 
-from job_helpers import StandinServer, config_for, make_samples, torch, write_dataset
+from job_helpers import config_for, make_samples, torch, write_dataset, write_dump
 from test_job_run import check_outputs, run, with_server
 from eagle3_extraction_job import drain, manifest
 from eagle3_extraction_job import job as jobmod
@@ -25,7 +26,7 @@ TOO_LONG = "The input (5000 tokens) is longer than the model's context length (4
 def failures(out):
     db = sqlite3.connect(os.path.join(out, "manifest.sqlite"))
     try:
-        return {sid: reason for sid, reason in db.execute("SELECT sample_id, reason FROM failures")}
+        return dict(db.execute("SELECT sample_id, reason FROM failures"))
     finally:
         db.close()
 
@@ -160,12 +161,11 @@ def test_the_end_of_a_run_waits_for_the_drain_under_way(job_dirs, monkeypatch):
     monkeypatch.setattr(drain.Drainer, "drain", slow_drain)
     samples = make_samples(1)
     ds = write_dataset(job_dirs["root"] / "d.jsonl", samples)
-    from job_helpers import write_dump  # pylint: disable=import-outside-toplevel
     write_dump(job_dirs["dump"], f"testjob-{samples[0][0]}", samples[0][1])
 
     async def body():
         job = jobmod.Job(config_for(job_dirs, ds, "http://127.0.0.1:9"), torch)
-        job.pool = __import__("concurrent.futures").futures.ThreadPoolExecutor(4)
+        job.pool = concurrent.futures.ThreadPoolExecutor(4)
         job.load_dataset()
         job.open_output()
 
@@ -272,8 +272,8 @@ def test_a_token_id_beyond_the_models_vocabulary_is_a_bad_line_and_the_rest_go_o
 
 def test_conversations_without_a_tokenizer_are_bad_lines_and_the_tokenized_ones_go_on(job_dirs):
     samples = make_samples(3)
-    chat_line = json.dumps({"id": "c1", "conversations": [{"role": "user", "content": "hi"},
-                                                           {"role": "assistant", "content": "hello"}]})
+    turns = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    chat_line = json.dumps({"id": "c1", "conversations": turns})
     ds = write_dataset(job_dirs["root"] / "d.jsonl", samples, extra_lines=[chat_line])
 
     def no_tokenizer(_path, **_kw):

@@ -104,7 +104,8 @@ def test_role_installs_configures_and_the_unit_command_extracts(job_dirs):
             "extraction_job_data_dir": str(tmp / "var"), "extraction_job_log_dir": str(tmp / "log"),
             "extraction_job_systemd_dir": str(tmp / "systemd"),
             "extraction_job_output_free_floor_gib": 0, "extraction_job_output_free_resume_gib": 0,
-            "extraction_job_shm_high": 1.0, "extraction_job_shm_low": 1.0,
+            # the test dirs share a disk others fill: the highest watermarks the rules allow
+            "extraction_job_shm_high": 0.99, "extraction_job_shm_low": 0.99,
             # SpecForge's qwen3-instruct markers as they are, newlines included
             "extraction_job_chat_assistant_header": "<|im_start|>assistant\n",
             "extraction_job_chat_end_of_turn": "<|im_end|>\n",
@@ -166,7 +167,7 @@ def test_role_refuses_a_bad_job_name_before_changing_anything(job_dirs):
         "extraction_job_log_dir", "extraction_job_output_root", "extraction_job_systemd_dir")}
     result = run_role(tmp, {"extraction_job_dataset": str(dataset), "extraction_job_name": "bad-name",
                             **dirs})
-    assert result.returncode != 0 and "name=bad-name" in result.stdout
+    assert result.returncode != 0 and "extraction_job_name='bad-name'" in result.stdout
     assert not [d for d in dirs.values() if os.path.exists(d)]
 
 
