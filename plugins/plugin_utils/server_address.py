@@ -6,8 +6,8 @@
 The port and bind host the server really gets are its merged flags' (``sglang_server_port`` and
 ``sglang_server_host``, overridden by ``sglang_server_flags``' ``port``/``host``, overridden by
 ``--port``/``--host`` in ``sglang_server_extra_args``: the order the role writes its config file
-in). From them, ``address`` gives the URL a client on the host calls (loopback for a wildcard bind;
-on a node of rank > 0, rank 0's URL) and the URL the controller calls (the container's
+in). From them, ``address`` gives the URL a client on the host calls (loopback for a wildcard bind:
+``[::1]`` for ``::``; on a node of rank > 0, rank 0's URL) and the URL the controller calls (the container's
 ``ansible_host``, or the bind host when it is a real address). The sglang_server role, the
 extraction job's default, the rollout table, stop and the convergence cache read it; none
 derives it again.
@@ -28,6 +28,9 @@ READ = ('sglang_server_host', 'sglang_server_port', 'sglang_server_flags', 'sgla
         'ansible_host')
 WILDCARD = ('0.0.0.0', '::', '')
 LOOPBACK = ('127.0.0.1', 'localhost', '::1')
+# what a client on the host calls for a wildcard bind: SGLang's uvicorn binds :: as an IPv6-only
+# socket (asyncio's create_server sets IPV6_V6ONLY), where 127.0.0.1 is refused; '' is both families
+LOCAL = {'0.0.0.0': '127.0.0.1', '': '127.0.0.1', '::': '::1'}
 HOST_NAME = re.compile(r'(?=.{1,253}\Z)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?'
                        r'(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*')
 PORT = re.compile(r'[0-9]{1,5}')
@@ -136,7 +139,7 @@ def _own(name, values):
     port = _port(*_merged(values, 'port', 'sglang_server_port'))
     dummy, bind_host = bind(values)
     controller = _url(_controller_host(name, values, bind_host), port)
-    local = _url('127.0.0.1' if bind_host in WILDCARD else bind_host, port)
+    local = _url(LOCAL.get(bind_host, bind_host), port)
     return port, bind_host, local, controller
 
 

@@ -12,6 +12,9 @@ SSH_KEY=$LAB/ssh/id_ed25519
 TEMPLATE_NAME=debian-12-eagle3_amd64.tar
 # where each container has the demo model (tests/fixtures/model)
 DEMO_MODEL_DIR=/srv/models/demo
+# the fleet's IPv6 (ULA) /64: the switch is ${FLEET_IP6}1, container vmid N is ${FLEET_IP6}N
+# (inventory/demo's proxmox_container_net gives net0 the same ip6)
+FLEET_IP6=fd00:200::
 fleet_rows() { grep -Ev '^\s*(#|$)' "$FLEET_DIR/fleet.conf" | awk -v k="$1" '$1 == k'; }
 
 # ssh to a fleet address from the root netns, through the lab-ctl switch (-n: it

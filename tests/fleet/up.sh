@@ -37,6 +37,13 @@ ensure_switch() {
   ip -n lab-ctl link set labbr0 up
 }
 
+# the switch's IPv6 (the fleet is dual-stack: each container has $FLEET_IP6<vmid> too), so that
+# `ip netns exec lab-ctl` reaches a server on a container's IPv6 address; added to a switch made
+# before it, too
+ensure_switch_ip6() {
+  ip -n lab-ctl addr replace "${FLEET_IP6}1/64" dev labbr0 nodad
+}
+
 # a path a hypervisor bind-mounts over must exist on the host; remember the ones
 # we made so `make clean` removes exactly those
 ensure_mountpoint() {
@@ -95,15 +102,27 @@ ensure_node() {
 node_addr() { fleet_rows node | awk -v n="$1" '$2 == n {print $3}'; }
 
 ensure_container() {
-  local name=$1 addr=$2 node=$3 vmid=$4 node_addr rootfs
+  local name=$1 addr=$2 node=$3 vmid=$4 node_addr rootfs conf net0 ip6
   node_addr=$(node_addr "$node")
   rootfs=$LAB/nodes/$node/lxc/$vmid/rootfs
-  if [ ! -f "$LAB/nodes/$node/etc-pve/lxc/$vmid.conf" ]; then
+  conf=$LAB/nodes/$node/etc-pve/lxc/$vmid.conf
+  ip6=$FLEET_IP6$vmid/64
+  if [ ! -f "$conf" ]; then
     log "creating container $name (vmid $vmid on $node)"
     fleet_ssh "$node_addr" pct create "$vmid" "local:vztmpl/$TEMPLATE_NAME" \
       --hostname "$name" --memory 4096 --swap 0 --cores 2 \
-      --net0 "name=eth0,bridge=vmbr0,ip=$addr/24,gw=10.200.0.1" \
+      --net0 "name=eth0,bridge=vmbr0,ip=$addr/24,gw=10.200.0.1,ip6=$ip6" \
       --ssh-public-keys "$SSH_KEY.pub"
+  fi
+  # a container made before the fleet had IPv6 gets it on net0 (as inventory/demo's net0 has it):
+  # a running one takes it as a pending change, at a reboot
+  net0=$(awk '/^\[/ {exit} /^net0: / {sub(/^net0: /, ""); print}' "$conf")
+  if [[ ",$net0," != *",ip6=$ip6,"* ]]; then
+    log "container $name: net0 gets ip6=$ip6 (a restart)"
+    fleet_ssh "$node_addr" pct set "$vmid" --net0 "$(printf '%s' "$net0" | sed -E 's/(^|,)ip6=[^,]*//g'),ip6=$ip6"
+    if [ "$(fleet_ssh "$node_addr" pct status "$vmid")" = "status: running" ]; then
+      fleet_ssh "$node_addr" pct reboot "$vmid"
+    fi
   fi
   # the stand-in nvidia-smi: refreshed each time so the fleet runs this checkout's
   bash "$STANDINS/nvidia_smi/install.sh" --root "$rootfs" --dev-files >/dev/null
@@ -123,6 +142,7 @@ flock 9
 TEMPLATE=$(bash "$FLEET_DIR/rootfs.sh" | tail -n 1)
 ensure_ssh_material
 ensure_switch
+ensure_switch_ip6
 bash "$FLEET_DIR/wheelhouse.sh" >/dev/null
 while read -r _ name addr; do ensure_node "$name" "$addr"; done < <(fleet_rows node)
 while read -r _ name addr node vmid; do ensure_container "$name" "$addr" "$node" "$vmid"; done < <(fleet_rows ct)

@@ -3,11 +3,12 @@ samples, every fault once, and the output proven sample by sample.
 
 One scenario, faults batched so that few playbook runs are needed:
 
-1. extract.yml starts the job (shards 0, 1, 2 on ct1, ct2, ct3); ct2's server is moved to port
-   30000 through sglang_server_flags, and its job, the rollout table, the convergence cache
-   and, at the end, stop.yml use that port. The stand-in servers
-   dump through the real capture module (CPU torch, hidden size 64, 3 captured layers),
-   paced so that each shard takes half a minute.
+1. extract.yml starts the job (shards 0, 1, 2 on ct1, ct2, ct3), each server on another address:
+   ct1 on 0.0.0.0, ct2 on :: and port 30000 through sglang_server_flags alone, ct3 on its
+   container's IPv6 address (the fleet is dual-stack); each server's job, the rollout table,
+   the convergence cache and, at the end, stop.yml use the address the server really has.
+   The stand-in servers dump through the real capture module (CPU torch, hidden size 64,
+   3 captured layers), paced so that each shard takes half a minute.
 2. Mid-job, at once: ct2's job is SIGKILLed; ct3's container is stopped and started
    again; ct1's /dev/shm is filled past the high watermark (the job must pause, then
    resume once it is freed), then ct1's server is SIGKILLed. systemd brings each back.
@@ -16,6 +17,7 @@ One scenario, faults batched so that few playbook runs are needed:
 4. ct3 comes back while ct2 works on shard 2: its unit finishes its own copy of shard 2.
 5. verify.yml proves the whole dataset, counting shard 2 once and naming ct3's copy
    once as a leftover; status.yml's table shows every shard complete.
+6. stop.yml stops every server, each at its own address.
 
 Then the outputs are copied to the controller and read with SpecForge's own loader in
 the torch venv (tests/job/fleet_output_check.py): every sample exactly once and equal to
@@ -49,6 +51,18 @@ FILL = '/dev/shm/fleetx-fill'
 UNIT = 'eagle3-extraction-job@%s-shard-%%d.service' % JOB
 # ct2's server listens here, moved through sglang_server_flags alone (sglang_server_port stays 8000)
 MOVED_PORT = 30000
+# ct3's own IPv6 address (tests/fleet/up.sh: fd00:200::<vmid>)
+CT3_IP6 = 'fd00:200::103'
+# where each server really listens (ss, in its container), the URL its job calls (and the convergence
+# cache watches), the URL the rollout table shows; ct1 on 0.0.0.0 as the demo's group has it, ct2 on ::
+# and port 30000 through sglang_server_flags (which SGLang binds IPv6-only: its job calls ::1), ct3 on
+# CT3_IP6. ct2's table URL is its ansible_host's: see the report of the test below.
+ADDRESSES = {
+    'ct1': ('0.0.0.0:8000', 'http://127.0.0.1:8000', 'http://10.200.0.101:8000'),
+    'ct2': ('[::]:%d' % MOVED_PORT, 'http://[::1]:%d' % MOVED_PORT, 'http://10.200.0.102:%d' % MOVED_PORT),
+    'ct3': ('[%s]:8000' % CT3_IP6, 'http://[%s]:8000' % CT3_IP6, 'http://[%s]:8000' % CT3_IP6),
+}
+SERVER_PORTS = (8000, MOVED_PORT)
 CONCURRENCY = 4
 # the stand-in's pass takes this long: about 20 samples/s a host, half a minute a shard
 FORWARD_MS = '200'
@@ -143,21 +157,50 @@ def playbook(tmp_path, name, playbook_path, extravars, limit=None, inventories=(
     return runner, output
 
 
-def debug_msg(runner, task):
+def debug_msgs(runner, task):
+    """{host: msg} of a debug task."""
+    found = {}
     for event in runner.events:
         data = event.get('event_data', {})
         if event.get('event') == 'runner_on_ok' and data.get('task') == task:
-            return data['res'].get('msg')
-    return None
+            found.setdefault(data.get('host'), data['res'].get('msg'))
+    return found
 
 
-def moved_port_inventory(tmp):
-    """ct2's flags: the demo's, and port 30000 (a host's flags replace the group's whole)."""
+def debug_msg(runner, task):
+    return next(iter(debug_msgs(runner, task).values()), None)
+
+
+def address_inventory(tmp):
+    """ct1 on 0.0.0.0 (as the demo's group: set here so that the test does not rest on it); ct2's
+    flags the demo's with port 30000 and host :: (a host's flags replace the group's whole); ct3 on
+    its IPv6 address."""
     with open(os.path.join(DEMO_INVENTORY, 'group_vars', 'extraction_servers.yml')) as f:
-        flags = dict(yaml.safe_load(f)['sglang_server_flags'], port=MOVED_PORT)
-    path = tmp / 'moved-port.yml'
-    path.write_text(yaml.safe_dump({'all': {'hosts': {'ct2': {'sglang_server_flags': flags}}}}))
+        flags = dict(yaml.safe_load(f)['sglang_server_flags'], port=MOVED_PORT, host='::')
+    path = tmp / 'addresses.yml'
+    path.write_text(yaml.safe_dump({'all': {'hosts': {'ct1': {'sglang_server_host': '0.0.0.0'},
+                                                      'ct2': {'sglang_server_flags': flags},
+                                                      'ct3': {'sglang_server_host': CT3_IP6}}}}))
     return path
+
+
+def listeners(name):
+    """The host:port of every listening socket on the servers' ports in the container, as ss shows them."""
+    out = ct(name, 'ss -H -ltn').stdout
+    return sorted(line.split()[3] for line in out.splitlines()
+                  if line.strip() and line.split()[3].rsplit(':', 1)[1] in [str(p) for p in SERVER_PORTS])
+
+
+def controller_health(url):
+    """/health of url from the switch's netns (where the controller reaches the fleet): the status
+    code, or the error."""
+    code = ('import urllib.request, urllib.error\n'
+            'try:\n print(urllib.request.urlopen(%r, timeout=5).status)\n'
+            'except urllib.error.HTTPError as exc:\n print(exc.code)\n'
+            'except OSError as exc:\n print(exc)\n' % (url + '/health'))
+    result = subprocess.run(['ip', 'netns', 'exec', 'lab-ctl', 'python3', '-c', code], capture_output=True,
+                            text=True, check=False, timeout=30)
+    return (result.stdout + result.stderr).strip()
 
 
 def clean_slate():
@@ -195,17 +238,19 @@ def scenario(tmp_path_factory):
                               'SGLANG_STANDIN_FORWARD_MS': FORWARD_MS},
     }
     facts = {'snapshots': {}}
-    moved = moved_port_inventory(tmp)
+    moved = address_inventory(tmp)
 
-    # 1. the job starts on every server
+    # 1. the job starts on every server, each on its own address
     runner, output = playbook(tmp, 'start', 'extract.yml', extravars, inventories=[moved])
     assert runner.rc == 0, output[-3000:]
-    facts['moved'] = {'table': debug_msg(runner, 'Print one line per extraction server, then each failure and its '
-                                                 'cause'),
-                      'listening': {port: ct('ct2', 'ss -H -ltn sport = :%d' % port).stdout.strip()
-                                    for port in (8000, MOVED_PORT)},
-                      'stamp': json.loads(ct('ct2', 'cat /var/lib/eagle3-extraction-converged.json').stdout),
-                      'config': json.loads(ct('ct2', 'cat /etc/eagle3-extraction/%s-shard-1.json' % JOB).stdout)}
+    table = debug_msg(runner, 'Print one line per extraction server, then each failure and its cause')
+    rows = dict((line.split()[0], line) for line in table.splitlines() if line.startswith('ct'))
+    facts['addresses'] = {name: {
+        'table': table, 'row': rows.get(name, ''), 'listening': listeners(name),
+        'stamp': json.loads(ct(name, 'cat /var/lib/eagle3-extraction-converged.json').stdout),
+        'config': json.loads(ct(name, 'cat /etc/eagle3-extraction/%s-shard-%d.json' % (JOB, shard)).stdout),
+        'from_controller': controller_health(ADDRESSES[name][2])} for name, shard in (('ct1', 0), ('ct2', 1),
+                                                                                      ('ct3', 2))}
     timings['extract.yml (start)'] = time.time() - t0
     print('[%4.0f s] %s' % (timings['extract.yml (start)'], 'extract.yml (start)'), flush=True)
     for name, shard in (('ct1', 0), ('ct2', 1), ('ct3', 2)):
@@ -291,12 +336,14 @@ def scenario(tmp_path_factory):
          '--leftover', str(shard) % ('ct3', 2)], capture_output=True, text=True, timeout=300, check=False)
     facts['check'] = (check.returncode, check.stdout, check.stderr)
     handed = ct('ct2', 'cat /etc/eagle3-extraction/%s-shard-2.json' % JOB).stdout
-    facts['moved']['handover_config'] = json.loads(handed)
-    # 6. stop.yml on ct2 frees the port its server really had
-    runner, output = playbook(tmp, 'stop', 'playbooks/stop.yml', {'stop_hosts': 'ct2'}, inventories=[moved])
-    facts['moved']['stop'] = (runner.rc, output, ct('ct2', 'ss -H -ltn sport = :%d' % MOVED_PORT).stdout.strip(),
-                              debug_msg(runner, 'Report what was left'))
-    timings['stop.yml (ct2)'] = time.time() - t0
+    facts['addresses']['ct2']['handover_config'] = json.loads(handed)
+    # 6. stop.yml stops every server and frees the port each really had
+    runner, output = playbook(tmp, 'stop', 'playbooks/stop.yml', {}, inventories=[moved])
+    reports = debug_msgs(runner, 'Report what was left')
+    facts['stop'] = (runner.rc, output)
+    for name in CTS:
+        facts['addresses'][name]['stop'] = (reports.get(name), listeners(name))
+    timings['stop.yml'] = time.time() - t0
     timings['total'] = time.time() - t0
     print('[%4.0f s] %s' % (timings['total'], 'total'), flush=True)
     facts['timings'] = timings
@@ -353,17 +400,26 @@ def test_no_dump_or_partial_file_is_left_in_shm(scenario):
     assert scenario['leftover_dumps'] == {name: [] for name in CTS}
 
 
-def test_the_port_moved_through_the_flags_is_used_by_everything(scenario):
-    """sglang_server_flags: {port: 30000} on ct2: its server listens there (not on 8000); its job's
-    configs, the rollout table, the convergence cache and stop.yml all use 30000; ct1 keeps 8000."""
-    moved = scenario['moved']
-    assert moved['listening'][8000] == '' and ':%d' % MOVED_PORT in moved['listening'][MOVED_PORT], moved['listening']
-    assert moved['config']['server_url'] == 'http://127.0.0.1:%d' % MOVED_PORT
-    assert moved['handover_config']['server_url'] == 'http://127.0.0.1:%d' % MOVED_PORT
-    rows = dict((line.split()[0], line) for line in moved['table'].splitlines() if line.startswith('ct'))
-    assert ' http://10.200.0.102:%d ' % MOVED_PORT in rows['ct2'], moved['table']
-    assert ' http://10.200.0.101:8000 ' in rows['ct1'], moved['table']
-    assert moved['stamp']['watch']['url'] == 'http://127.0.0.1:%d/health' % MOVED_PORT, moved['stamp']['watch']
-    rc, output, listening, report = moved['stop']
+@pytest.mark.parametrize('name', ['ct1', 'ct2', 'ct3'], ids=['0.0.0.0', 'the flags: port 30000 on ::', 'an IPv6 address'])
+def test_the_address_the_server_really_has_is_used_by_everything(scenario, name):
+    """ct1 on 0.0.0.0; ct2 moved to port 30000 and :: through sglang_server_flags alone; ct3 on its
+    IPv6 address: each server listens there and only there (ss: [::] is an IPv6-only socket, * would
+    be both); its job's config calls it there (ct2's handed-over shard too; that the jobs got
+    through, status shows); the convergence cache watches that URL; the rollout table shows the
+    URL the controller calls, which answers from the controller's side (not ct2's: its table URL is
+    its IPv4 ansible_host, where an IPv6-only server does not answer); stop.yml frees that port."""
+    found = scenario['addresses'][name]
+    listening, client_url, table_url = ADDRESSES[name]
+    assert found['listening'] == [listening], found['listening']
+    assert found['config']['server_url'] == client_url, found['config']
+    if name == 'ct2':
+        assert found['handover_config']['server_url'] == client_url, found['handover_config']
+    assert ' %s ' % table_url in found['row'], found['table']
+    assert found['stamp']['watch']['url'] == client_url + '/health', found['stamp']['watch']
+    if name != 'ct2':
+        assert found['from_controller'] == '200', found['from_controller']
+    rc, output = scenario['stop']
     assert rc == 0, output[-3000:]
-    assert listening == '' and 'port %d free' % MOVED_PORT in report, report
+    report, after = found['stop']
+    port = int(listening.rsplit(':', 1)[1])
+    assert after == [] and report and 'port %d free' % port in report, (report, after)

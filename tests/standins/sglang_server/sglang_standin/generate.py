@@ -27,6 +27,8 @@ import importlib.util
 import json
 import os
 import queue
+import socket
+import socketserver
 import threading
 import time
 import types
@@ -42,9 +44,23 @@ ANSWER_TIMEOUT_S = 600.0
 
 class Server(ThreadingHTTPServer):
     """The HTTP server: a listen backlog like uvicorn's (2048), not socketserver's 5, so that
-    a job's concurrent requests are queued rather than reset."""
+    a job's concurrent requests are queued rather than reset. An IPv6 host (``::`` among them)
+    is an IPv6-only socket, as uvicorn's (asyncio's create_server sets IPV6_V6ONLY): a server
+    on ``::`` refuses 127.0.0.1."""
     request_queue_size = 2048
     daemon_threads = True
+
+    def __init__(self, address, handler):
+        if ':' in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, handler)
+
+    def server_bind(self):
+        if self.address_family == socket.AF_INET6:
+            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        # HTTPServer's own would look the bind address up (getfqdn): the fleet has no DNS
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
 
 
 def capture_path():

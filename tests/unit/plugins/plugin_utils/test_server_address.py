@@ -32,11 +32,13 @@ GOOD = [
      30001, '127.0.0.1', 'http://127.0.0.1:30001', 'http://10.0.0.1:30001'),
     ('--port= and --host= in the extra args', {'sglang_server_extra_args': ['--log-level', 'info', '--port=30002',
                                                                             '--host=::']},
-     30002, '::', 'http://127.0.0.1:30002', 'http://10.0.0.1:30002'),
+     30002, '::', 'http://[::1]:30002', 'http://10.0.0.1:30002'),
     ('the last --port wins', {'sglang_server_extra_args': ['--port', '30001', '--port', '30003']},
      30003, '127.0.0.1', 'http://127.0.0.1:30003', 'http://10.0.0.1:30003'),
     ('0.0.0.0', {'sglang_server_host': '0.0.0.0'}, 8000, '0.0.0.0', 'http://127.0.0.1:8000', 'http://10.0.0.1:8000'),
-    ('::', {'sglang_server_host': '::'}, 8000, '::', 'http://127.0.0.1:8000', 'http://10.0.0.1:8000'),
+    # SGLang's uvicorn binds :: as an IPv6-only socket (asyncio's create_server sets IPV6_V6ONLY):
+    # 127.0.0.1 is refused there, ::1 answers; 0.0.0.0 and empty answer on 127.0.0.1
+    ('::', {'sglang_server_host': '::'}, 8000, '::', 'http://[::1]:8000', 'http://10.0.0.1:8000'),
     ('empty', {'sglang_server_host': ''}, 8000, '', 'http://127.0.0.1:8000', 'http://10.0.0.1:8000'),
     ('the host in the flags', {'sglang_server_host': '127.0.0.1', 'sglang_server_flags': {'host': '0.0.0.0'}},
      8000, '0.0.0.0', 'http://127.0.0.1:8000', 'http://10.0.0.1:8000'),
@@ -54,7 +56,7 @@ GOOD = [
      'http://ct1.lab.example:8000', 'http://ct1.lab.example:8000'),
     # the controller calls the container's own address: IPv6 in brackets
     ('an IPv6 ansible_host', {'sglang_server_host': '::', 'ansible_host': 'fd00::101'}, 8000, '::',
-     'http://127.0.0.1:8000', 'http://[fd00::101]:8000'),
+     'http://[::1]:8000', 'http://[fd00::101]:8000'),
     ('the flags null as a whole', {'sglang_server_flags': None}, 8000, '127.0.0.1', 'http://127.0.0.1:8000',
      'http://10.0.0.1:8000'),
 ]
