@@ -44,6 +44,19 @@ ensure_switch_ip6() {
   ip -n lab-ctl addr replace "${FLEET_IP6}1/64" dev labbr0 nodad
 }
 
+# The lab's bridges flood multicast: with snooping on and no MLD querier on the lab's wires, a
+# bridge forgets a container's solicited-node group when its membership times out, and the
+# neighbour solicitation that finds the container's IPv6 address is dropped (the controller's
+# first request to [fd00:200::103] timed out, while IPv4 answered). A Proxmox site has a querier
+# (its router) or floods; the lab floods. Set on every run: the switch and the nodes' vmbr0.
+ensure_bridges_flood() {
+  ip -n lab-ctl link set labbr0 type bridge mcast_snooping 0
+  local name
+  while read -r _ name _; do
+    ip -n "lab-$name" link set vmbr0 type bridge mcast_snooping 0
+  done < <(fleet_rows node)
+}
+
 # a path a hypervisor bind-mounts over must exist on the host; remember the ones
 # we made so `make clean` removes exactly those
 ensure_mountpoint() {
@@ -145,5 +158,6 @@ ensure_switch
 ensure_switch_ip6
 bash "$FLEET_DIR/wheelhouse.sh" >/dev/null
 while read -r _ name addr; do ensure_node "$name" "$addr"; done < <(fleet_rows node)
+ensure_bridges_flood
 while read -r _ name addr node vmid; do ensure_container "$name" "$addr" "$node" "$vmid"; done < <(fleet_rows ct)
 log "fleet is up: $(fleet_rows node | wc -l) hypervisors, $(fleet_rows ct | wc -l) containers"

@@ -193,13 +193,16 @@ def listeners(name):
 
 def controller_health(url):
     """/health of url from the switch's netns (where the controller reaches the fleet): the status
-    code, or the error."""
-    code = ('import urllib.request, urllib.error\n'
-            'try:\n print(urllib.request.urlopen(%r, timeout=5).status)\n'
-            'except urllib.error.HTTPError as exc:\n print(exc.code)\n'
-            'except OSError as exc:\n print(exc)\n' % (url + '/health'))
+    code, or the last error of three tries 5 s apart (a first IPv6 request may wait for the
+    neighbour discovery of an address the container just got)."""
+    code = ('import time, urllib.request, urllib.error\n'
+            'for attempt in range(3):\n'
+            ' try:\n  print(urllib.request.urlopen(%r, timeout=5).status)\n  break\n'
+            ' except urllib.error.HTTPError as exc:\n  print(exc.code)\n  break\n'
+            ' except OSError as exc:\n  error = exc\n  time.sleep(5)\n'
+            'else:\n print(error)\n' % (url + '/health'))
     result = subprocess.run(['ip', 'netns', 'exec', 'lab-ctl', 'python3', '-c', code], capture_output=True,
-                            text=True, check=False, timeout=30)
+                            text=True, check=False, timeout=60)
     return (result.stdout + result.stderr).strip()
 
 
