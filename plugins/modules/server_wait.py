@@ -62,17 +62,8 @@ options:
     type: list
     elements: str
     default: []
-attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: N/A
-    platforms: linux
+extends_documentation_fragment:
+  - eagle3.extraction.attributes
 seealso:
   - module: eagle3.extraction.server_health
   - module: ansible.builtin.wait_for
