@@ -417,8 +417,14 @@ def install(model, tp_rank=None, environ=None, parallel=None):
     return _INSTANCE
 
 
-def _aligned(nbytes):
-    return -(-nbytes // _STAGING_ALIGN) * _STAGING_ALIGN
+def _staging_layout(sizes):
+    """(offsets, total) of pieces of ``sizes`` bytes laid one after another, each aligned:
+    the one rule of a staging buffer's layout, for carving it and for sizing it."""
+    offsets, total = [], 0
+    for size in sizes:
+        offsets.append(total)
+        total += -(-size // _STAGING_ALIGN) * _STAGING_ALIGN
+    return offsets, total
 
 
 def staging_bytes_for(rows, hidden_size, aux_layers):
@@ -431,7 +437,7 @@ def staging_bytes_for(rows, hidden_size, aux_layers):
     GPU: measured on an H200, 0.75 s a buffer, 6 s of a restart's first minute.
     """
     pieces = (rows * 8, rows * 2 * hidden_size, rows * 2 * hidden_size * aux_layers, rows * 8)
-    return sum(_aligned(nbytes) for nbytes in pieces)
+    return _staging_layout(pieces)[1]
 
 
 def _host_list(cpu_list, tensor):
@@ -503,11 +509,7 @@ class _StagingBuffer:
 
     def views(self, tensors):
         """Host tensors shaped like ``tensors``, carved out of this buffer."""
-        offsets, total = [], 0
-        for t in tensors:
-            offsets.append(total)
-            size = t.numel() * t.element_size()
-            total += _aligned(size)
+        offsets, total = _staging_layout(t.numel() * t.element_size() for t in tensors)
         if total > self.nbytes:
             self._grow(max(total, self.nbytes + self.nbytes // 4))
         out = []
