@@ -8,6 +8,7 @@ import pytest
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 VENV_BIN = os.path.join(REPO, '.venv', 'bin')
+DEPENDENCIES = os.path.join(REPO, '.ansible', 'collections')
 
 
 def run(argv, **kwargs):
@@ -24,7 +25,10 @@ def installed(tmp_path_factory):
     tarball = build_dir / 'eagle3-extraction-0.1.0.tar.gz'
     assert tarball.exists(), result.stdout
     collections = tmp_path_factory.mktemp('collections')
-    result = run(['ansible-galaxy', 'collection', 'install', '--force', '-p', str(collections), str(tarball)],
-                 cwd=str(collections))
+    # offline, as here (no Galaxy): the dependencies galaxy.yml declares (community.proxmox)
+    # are found among the collections the bootstrap unpacked into the checkout's .ansible
+    result = run(['ansible-galaxy', 'collection', 'install', '--offline', '--force', '-p', str(collections),
+                  str(tarball)], cwd=str(collections),
+                 env={'ANSIBLE_COLLECTIONS_PATH': os.pathsep.join([str(collections), DEPENDENCIES])})
     assert result.returncode == 0, result.stderr
     return collections
