@@ -9,7 +9,7 @@ import pytest
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 VENV_BIN = os.path.join(REPO, '.venv', 'bin')
 # the collections galaxy.yml depends on, as the bootstrap unpacked them (no Galaxy here)
-DEPENDS_ON = ('community', 'proxmox'),
+DEPENDS_ON = (('community', 'proxmox'),)
 
 
 def dependencies_path(where):
