@@ -30,6 +30,7 @@ def job_manifest():
     spec.loader.exec_module(module)
     return module
 
+
 DATASET = 'd' * 64
 SHARD_COUNT = 3
 # (sample id, tokens, file bytes): three a shard, each with its own numbers
