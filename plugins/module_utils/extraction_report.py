@@ -120,20 +120,22 @@ def status_table(reports):
     The whole job's ETA is the slowest shard's: they run in parallel.
     """
     # FAILED: samples not done whose last try failed (a refused prompt, a rejected dump), from
-    # the manifest; ERRORS: every error the job logged
+    # the manifest; BAD LINES: the dataset's lines that are no sample (each counted by one shard,
+    # so the total is the dataset's); ERRORS: every error the job logged
     header = ('HOST', 'SHARD', 'STATE', 'DONE', 'OF', '%', 'TOK/S', 'ETA', 'SHM GiB', 'OUT FREE GiB',
-              'FAILED', 'ERRORS')
+              'FAILED', 'BAD LINES', 'ERRORS')
     rows = [header]
+    blank = ('-',) * (len(header) - 3)
     totals = {'samples_done': 0, 'samples_total': 0, 'tokens_done': 0, 'tokens_total': 0,
-              'tokens_per_s': 0.0, 'samples_failed': 0, 'errors': 0, 'eta_s': 0, 'shards': 0}
+              'tokens_per_s': 0.0, 'samples_failed': 0, 'bad_lines': 0, 'errors': 0, 'eta_s': 0, 'shards': 0}
     for report in sorted(reports, key=lambda r: r['host']):
         statuses = report.get('statuses') or []
         if report.get('error'):
-            rows.append((report['host'], '-', 'unreachable: %s' % report['error'][:60]) + ('-',) * 9)
+            rows.append((report['host'], '-', 'unreachable: %s' % report['error'][:60]) + blank)
             totals['eta_s'] = None
             continue
         if not statuses:
-            rows.append((report['host'], '-', 'no job') + ('-',) * 9)
+            rows.append((report['host'], '-', 'no job') + blank)
             continue
         for s in statuses:
             state = s.get('state', '?')
@@ -148,9 +150,10 @@ def status_table(reports):
                          '%.0f' % (s.get('tokens_per_s') or 0), _duration(s.get('eta_s')),
                          '%s/%s' % (_gib(s.get('shm_used_bytes')), _gib(s.get('shm_total_bytes'))),
                          _gib(s.get('output_free_bytes')), str(s.get('samples_failed', 0)),
-                         str(s.get('errors', 0))))
+                         str(s.get('bad_lines', 0)), str(s.get('errors', 0))))
             totals['shards'] += 1
-            for key in ('samples_done', 'samples_total', 'tokens_done', 'tokens_total', 'samples_failed', 'errors'):
+            for key in ('samples_done', 'samples_total', 'tokens_done', 'tokens_total', 'samples_failed', 'bad_lines',
+                        'errors'):
                 totals[key] += int(s.get(key) or 0)
             totals['tokens_per_s'] += float(s.get('tokens_per_s') or 0) if s.get('alive') else 0.0
             if totals['eta_s'] is not None:
@@ -163,7 +166,7 @@ def status_table(reports):
                  if totals['samples_total'] else '-')
     rows.append(('TOTAL', str(totals['shards']), '', str(totals['samples_done']), str(totals['samples_total']),
                  total_pct, '%.0f' % totals['tokens_per_s'], _duration(totals['eta_s']), '', '',
-                 str(totals['samples_failed']), str(totals['errors'])))
+                 str(totals['samples_failed']), str(totals['bad_lines']), str(totals['errors'])))
     return {'lines': table_lines(rows), 'totals': totals}
 
 
@@ -176,6 +179,8 @@ def _sha256(path):
 
 
 FAILURES_SHOWN = 10
+# the dataset's bad lines named in verify's summary (the cards name up to as many each)
+BAD_LINES_SHOWN = 10
 
 
 def verify_shard(shard_dir, checksums=True):
@@ -240,6 +245,11 @@ def verify_shard(shard_dir, checksums=True):
         problems.append('%s: no readable dataset_card.json (%s)' % (shard_dir, exc))
         card = {}
     report['card'] = card
+    # the dataset's lines that are no sample: not a problem of the output, but said in the summary
+    bad_lines = card.get('bad_lines')
+    report['bad_lines'] = bad_lines if isinstance(bad_lines, int) and not isinstance(bad_lines, bool) else 0
+    shown = card.get('bad_lines_shown')
+    report['bad_lines_shown'] = [str(b) for b in shown][:BAD_LINES_SHOWN] if isinstance(shown, list) else []
     if card:
         for key in ('samples', 'tokens', 'bytes'):
             if card.get(key) != report[key]:
@@ -289,7 +299,8 @@ def verify_union(host_reports):
     copies = {}
     datasets = set()
     counts = set()
-    totals = {'samples': 0, 'tokens': 0, 'bytes': 0, 'files_checked': 0}
+    totals = {'samples': 0, 'tokens': 0, 'bytes': 0, 'files_checked': 0, 'bad_lines': 0}
+    bad_lines_shown = []
     for host in sorted(host_reports, key=lambda r: r['host']):
         for shard in host.get('shards', []):
             meta = shard.get('meta') or {}
@@ -322,6 +333,8 @@ def verify_union(host_reports):
             for key in ('samples', 'tokens', 'bytes'):
                 totals[key] += shard.get(key, 0)
             totals['files_checked'] += shard.get('samples', 0)
+            totals['bad_lines'] += shard.get('bad_lines', 0)
+            bad_lines_shown.extend(shard.get('bad_lines_shown', []))
             totals.setdefault('dataset_samples', card.get('dataset_samples'))
     if len(datasets) > 1:
         problems.append('the shards were made from different datasets: %s' % sorted(str(d) for d in datasets))
@@ -335,7 +348,19 @@ def verify_union(host_reports):
     else:
         problems.append('no shard output found on any host')
     totals['unique_samples'] = len(owner)
+    if totals['bad_lines']:
+        notes.append(bad_lines_note(totals['bad_lines'], bad_lines_shown))
     return {'totals': totals, 'problems': problems, 'notes': notes}
+
+
+def bad_lines_note(count, shown):
+    """The summary's note on the dataset's lines that are no sample: how many, the first ones."""
+    shown = list(shown)[:BAD_LINES_SHOWN]
+    note = '%d bad line%s of the dataset %s not extracted: %s' % (
+        count, '' if count == 1 else 's', 'was' if count == 1 else 'were', '; '.join(shown))
+    if count > len(shown):
+        note += '; %d more (each shard\'s dataset_card.json and log name its own)' % (count - len(shown))
+    return note
 
 
 def verified_message(union):

@@ -5,8 +5,9 @@
 A line is either pre-tokenized (``id``, ``input_ids``, ``loss_mask``: same length,
 token ids >= 0, mask 0/1) or a conversation (``id``, ``conversations``: a list of
 role/content turns) that :mod:`eagle3_extraction_job.chat` turns into the same
-fields. A bad line is reported with its line number and id and skipped; the good
-lines go on. Every line is read (ids must be unique across the whole dataset, and
+fields. A bad line is reported with its line number and id (as far as it can be
+read) and skipped; the good lines go on. Each bad line is counted and named by one
+shard, the one its id belongs to (:func:`bad_line_shard`). Every line is read (ids must be unique across the whole dataset, and
 the file's sha256 is the card's provenance), but only this shard's samples are
 kept in memory, their token ids as compact ``array('q')``.
 """
@@ -109,6 +110,16 @@ def shard_of(sample_id, count):
     """The shard a sample belongs to: stable across runs, hosts and Python versions."""
     digest = hashlib.sha256(sample_id.encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") % count
+
+
+def bad_line_shard(bad, count):
+    """The one shard that counts and names a bad line: every shard reads every line, so
+    each would report it. The shard its id belongs to (as a sample with that id would);
+    shard 0 for a line without a readable id. Summed over the shards, each bad line
+    counts once."""
+    if bad.sample_id is None:
+        return 0
+    return shard_of(str(bad.sample_id), count)
 
 
 def _int_list(value, what, allowed=None):

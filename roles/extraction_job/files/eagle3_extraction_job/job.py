@@ -63,6 +63,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
         self.usage_fn = usage_fn
         self.samples = {}
         self.scan = None
+        self.bad_lines = []       # the dataset's bad lines this shard counts and names
         self.manifest = None
         self.drainer = None
         self.gate = None
@@ -114,7 +115,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
             "output_free_bytes": gate.out.free if gate else 0,
             "samples_failed": self.samples_failed,
             "errors": self.error_count,
-            "bad_lines": len(self.scan.bad_lines) if self.scan else 0,
+            "bad_lines": len(self.bad_lines),
             "foreign_dumps": self.foreign_dumps,
             "last_errors": [f"{sid or 'job'}: {msg}" for _at, sid, msg in self.errors[-5:]],
             "started_at": self.started_at,
@@ -136,7 +137,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
         provenance = self.manifest.meta() if self.manifest else {}
         status.write_json_atomic(self.cfg.card_path, status.card(
             self.cfg, self.scan, self.totals, provenance, len(self.samples), self.shard_tokens,
-            complete))
+            complete, self.bad_lines))
 
     async def _status_loop(self):
         while True:
@@ -183,11 +184,15 @@ class Job:  # pylint: disable=too-many-instance-attributes
                 beyond.add(sample.sample_id)
         self.samples = {s.sample_id: s for s in tokenized if s.sample_id not in beyond}
         self.shard_tokens = sum(s.tokens for s in self.samples.values())
-        for bad in self.scan.bad_lines:
+        # each bad line is the business of one shard (every shard reads them all): counted
+        # in its status.json and card, and named in its log, once for the whole job
+        self.bad_lines = [bad for bad in self.scan.bad_lines
+                          if dataset.bad_line_shard(bad, cfg.shard_count) == cfg.shard_index]
+        for bad in self.bad_lines:
             log.error("dataset %s: %s", cfg.dataset, bad)
-        log.info("dataset %s: %d good lines, %d bad; shard %d of %d: %d samples, %d tokens",
-                 cfg.dataset, self.scan.dataset_samples, len(self.scan.bad_lines),
-                 cfg.shard_index, cfg.shard_count, len(self.samples), self.shard_tokens)
+        log.info("dataset %s: %d good lines; shard %d of %d: %d samples, %d tokens, %d bad lines",
+                 cfg.dataset, self.scan.dataset_samples, cfg.shard_index, cfg.shard_count,
+                 len(self.samples), self.shard_tokens, len(self.bad_lines))
 
     def _vocab_size(self):
         """The model's vocab_size, which every token id must be below (the server would fail
