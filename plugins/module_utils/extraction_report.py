@@ -12,6 +12,7 @@ containers with whatever Python Ansible finds there.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import math
@@ -23,6 +24,10 @@ import time
 from ansible_collections.eagle3.extraction.plugins.module_utils.text_table import table_lines
 
 SHARD_DIR_PREFIX = 'shard-'
+# the job holds <shard dir>/job.lock while it runs (the job's manifest.LOCK_NAME; a test checks they agree)
+JOB_LOCK = 'job.lock'
+# where the repair keeps a damaged file, under a name SpecForge's loader skips (no .ckpt at the end)
+DAMAGED_DIR = 'damaged'
 
 
 def shard_dirs(job_dir):
@@ -178,6 +183,25 @@ def _sha256(path):
     return digest.hexdigest()
 
 
+MISSING = 'is missing'
+
+
+def file_problem(shard_dir, relpath, nbytes, sha, checksums=True):
+    """What is wrong with a ``done`` row's file (its size, its sha256 with ``checksums``), or ``None``.
+
+    The one check of a finished file: verify reports it, the repair redoes the sample."""
+    path = os.path.join(shard_dir, relpath)
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return MISSING
+    if size != nbytes:
+        return 'has %d bytes, the manifest %d' % (size, nbytes)
+    if checksums and _sha256(path) != sha:
+        return 'does not match its sha256'
+    return None
+
+
 FAILURES_SHOWN = 10
 # the dataset's bad lines named in verify's summary (the cards name up to as many each)
 BAD_LINES_SHOWN = 10
@@ -210,15 +234,11 @@ def verify_shard(shard_dir, checksums=True):
         if state != 'done':
             problems.append('%s: %s is half-written (state %s): run the job again to redo it' % (sample_id, relpath, state))
             continue
-        try:
-            size = os.path.getsize(path)
-        except OSError:
-            problems.append('%s: %s is missing' % (sample_id, relpath))
-            continue
-        if size != nbytes:
-            problems.append('%s: %s has %d bytes, the manifest %d' % (sample_id, relpath, size, nbytes))
-        elif checksums and _sha256(path) != sha:
-            problems.append('%s: %s does not match its sha256' % (sample_id, relpath))
+        problem = file_problem(shard_dir, relpath, nbytes, sha, checksums)
+        if problem:
+            problems.append('%s: %s %s' % (sample_id, relpath, problem))
+            if problem == MISSING:
+                continue
         report['ids'].append(sample_id)
         report['samples'] += 1
         report['tokens'] += tokens
@@ -369,3 +389,140 @@ def verified_message(union):
     line = 'verified: %d samples exactly once, %d tokens, %d bytes' % (
         totals['unique_samples'], totals['tokens'], totals['bytes'])
     return '; '.join([line] + list(union['notes']))
+
+
+def _fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def move_aside(shard_dir, relpath, reason, now=None):
+    """Move a damaged file to ``<shard>/damaged/<name>.<time>`` with its reason beside it.
+
+    Never deleted, never lost: the new name is linked and fsync'ed before the old one is
+    removed, then the old dir is fsync'ed. Its new name does not end in ``.ckpt``, so
+    SpecForge's loader does not read it. Returns the new path."""
+    src = os.path.join(shard_dir, relpath)
+    aside = os.path.join(shard_dir, DAMAGED_DIR)
+    if not os.path.isdir(aside):
+        os.mkdir(aside, 0o755)
+        _fsync_dir(shard_dir)
+    base = os.path.join(aside, '%s.%s' % (os.path.basename(relpath),
+                                          time.strftime('%Y%m%dT%H%M%S', time.gmtime(now))))
+    target, n = base, 0
+    while True:
+        try:
+            os.link(src, target)   # never replaces: a name taken gets a number
+            break
+        except FileExistsError:
+            n += 1
+            target = '%s.%d' % (base, n)
+    tmp = os.path.join(aside, '.%s.reason.tmp' % os.path.basename(target))
+    with open(tmp, 'w', encoding='utf-8') as f:
+        f.write('%s: %s\n' % (relpath, reason))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, target + '.reason')
+    _fsync_dir(aside)
+    os.unlink(src)
+    _fsync_dir(os.path.dirname(src))
+    return target
+
+
+def _hold_job_lock(shard_dir, check_mode):
+    """The shard's job lock, held (an fd), or ``None`` when no job ever ran here (check mode
+    creates nothing). Raises BlockingIOError while the job runs."""
+    path = os.path.join(shard_dir, JOB_LOCK)
+    if check_mode and not os.path.exists(path):
+        return None
+    flags = os.O_RDONLY if check_mode else os.O_RDWR | os.O_CREAT
+    fd = os.open(path, flags | getattr(os, 'O_NOFOLLOW', 0), 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def repair_shard(shard_dir, checksums=True, check_mode=False):
+    """Make the job redo what verify finds damaged or missing in one shard dir.
+
+    A ``done`` row whose file is missing, of the wrong size or (``checksums``) sha256 is a
+    sample to redo: a damaged file is moved aside (:func:`move_aside`), so that the job's
+    next start finds the row without its file and extracts the sample again; the manifest
+    is the job's and is not written here. Done under the job's lock: a shard whose job runs
+    is left alone (``busy``). ``start``: the shard's unit should be started (samples to redo,
+    half-written rows, or the shard not finished)."""
+    report = {'shard_dir': shard_dir, 'shard_index': None, 'busy': False, 'redo': [], 'moved': [],
+              'start': False, 'problems': []}
+    manifest = os.path.join(shard_dir, 'manifest.sqlite')
+    if not os.path.isfile(manifest):
+        report['problems'].append('%s: no manifest.sqlite, nothing to redo here (extract.yml starts a shard)'
+                                  % shard_dir)
+        return report
+    try:
+        lock = _hold_job_lock(shard_dir, check_mode)
+    except BlockingIOError:
+        report['busy'] = True
+        return report
+    try:
+        try:
+            db = sqlite3.connect(manifest)
+            try:
+                meta = dict(db.execute('SELECT key, value FROM meta'))
+                rows = list(db.execute("SELECT sample_id, path, bytes, sha256 FROM samples WHERE state = 'done' "
+                                       "ORDER BY idx"))
+                writing = db.execute("SELECT COUNT(*) FROM samples WHERE state != 'done'").fetchone()[0]
+            finally:
+                db.close()
+        except sqlite3.Error as exc:
+            report['problems'].append('%s: cannot be read as the job\'s manifest: %s' % (manifest, exc))
+            return report
+        index = meta.get('shard_index')
+        report['shard_index'] = int(index) if str(index).isdigit() else None
+        for sample_id, relpath, nbytes, sha in rows:
+            problem = file_problem(shard_dir, relpath, nbytes, sha, checksums)
+            if problem is None:
+                continue
+            report['redo'].append({'sample_id': sample_id, 'path': relpath, 'problem': problem})
+            if problem != MISSING and not check_mode:
+                report['moved'].append(move_aside(shard_dir, relpath, problem))
+        try:
+            card = json.loads(_read_regular(os.path.join(shard_dir, 'dataset_card.json'), STATUS_MAX_BYTES))
+        except (OSError, ValueError):
+            card = {}
+        finished = isinstance(card, dict) and bool(card.get('complete'))
+        report['start'] = bool(report['redo']) or writing > 0 or not finished
+    finally:
+        if lock is not None:
+            os.close(lock)
+    if report['start'] and report['shard_index'] is None:
+        report['problems'].append('%s: its manifest names no shard index: start its unit yourself' % shard_dir)
+    return report
+
+
+def repair_lines(shards):
+    """What a repair found and did, one line a shard and one a sample (for the playbook's output)."""
+    lines = []
+    for shard in shards:
+        where = shard['shard_dir']
+        if shard['busy']:
+            lines.append('%s: its job is running (it holds %s): nothing moved; run the repair again once it has '
+                         'stopped' % (where, JOB_LOCK))
+            continue
+        lines.extend(shard['problems'])
+        if shard['redo']:
+            lines.append('%s: %d sample%s to redo' % (where, len(shard['redo']), '' if len(shard['redo']) == 1 else 's'))
+        moved = iter(shard['moved'])
+        for item in shard['redo']:
+            line = '%s: %s %s' % (item['sample_id'], item['path'], item['problem'])
+            if item['problem'] != MISSING:
+                line += ': moved to %s' % next(moved, '<shard>/%s (check mode: not moved)' % DAMAGED_DIR)
+            lines.append(line)
+        if shard['start'] and not shard['redo']:
+            lines.append('%s: not finished: its unit is started to go on' % where)
+    return lines or ['nothing to redo: every finished file is there, whole']

@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """One run of the job: read, resume, refuse or send, drain, report.
 
-Order at start: read the dataset and keep this shard; open the manifest and
+Order at start: read the dataset and keep this shard; hold the output dir's lock
+(``job.lock``: a repair moves files only while it holds it); open the manifest and
 check it belongs to this job, shard and dataset; undo interrupted writes; drain
 every dump already there (the dump dir and the dirs its ``dump_dir_aside_glob`` matches); the rest
 of the shard is exactly the samples not ``done``; refuse, with the numbers, if
@@ -81,6 +82,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
         self.shard_tokens = 0
         self.pool = None
         self._status_task = None
+        self._lock_fd = None
 
     # -- reporting --------------------------------------------------------------
 
@@ -213,6 +215,8 @@ class Job:  # pylint: disable=too-many-instance-attributes
                 raise Refused("hidden_size is 0 and model_path is empty: one is needed to "
                               "work out the bytes a token takes")
             cfg.hidden_size = space.hidden_size_from_model(cfg.model_path)
+        manifest.makedirs_durable(cfg.output_dir)
+        self._lock_output_dir()
         self.manifest = manifest.open_manifest(cfg.output_dir)
         try:
             self.manifest.pin(job=cfg.job, shard_index=cfg.shard_index,
@@ -233,6 +237,17 @@ class Job:  # pylint: disable=too-many-instance-attributes
         self.gate = space.Gate(cfg.dump_dir, cfg.output_dir, cfg.shm_high, cfg.shm_low,
                                cfg.output_free_floor_bytes, cfg.output_free_resume_bytes,
                                usage_fn=self.usage_fn)
+
+    def _lock_output_dir(self):
+        """The output dir is this process's until it ends: a repair moving a damaged file
+        aside (playbooks/repair.yml) waits for the job, and the job waits for the repair,
+        whose moves the start below then finds (a ``done`` row without its file is redone)."""
+        try:
+            self._lock_fd = manifest.lock_output_dir(self.cfg.output_dir, wait=False)
+        except BlockingIOError:
+            log.warning("waiting for %s/%s: another process holds it (a repair, or a second job "
+                        "on this output dir)", self.cfg.output_dir, manifest.LOCK_NAME)
+            self._lock_fd = manifest.lock_output_dir(self.cfg.output_dir, wait=True)
 
     # -- draining ---------------------------------------------------------------
 
@@ -520,6 +535,9 @@ class Job:  # pylint: disable=too-many-instance-attributes
             self.pool.shutdown(wait=True)
             if self.manifest:
                 self.manifest.close()
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
 
     def run(self):
         return asyncio.run(self.run_async())
