@@ -12,6 +12,7 @@ containers with whatever Python Ansible finds there.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import math
@@ -23,6 +24,10 @@ import time
 from ansible_collections.eagle3.extraction.plugins.module_utils.text_table import table_lines
 
 SHARD_DIR_PREFIX = 'shard-'
+# the job holds <shard dir>/job.lock while it runs (the job's manifest.LOCK_NAME; a test checks they agree)
+JOB_LOCK = 'job.lock'
+# where the repair keeps a damaged file, under a name SpecForge's loader skips (no .ckpt at the end)
+DAMAGED_DIR = 'damaged'
 
 
 def shard_dirs(job_dir):
@@ -120,20 +125,22 @@ def status_table(reports):
     The whole job's ETA is the slowest shard's: they run in parallel.
     """
     # FAILED: samples not done whose last try failed (a refused prompt, a rejected dump), from
-    # the manifest; ERRORS: every error the job logged
+    # the manifest; BAD LINES: the dataset's lines that are no sample (each counted by one shard,
+    # so the total is the dataset's); ERRORS: every error the job logged
     header = ('HOST', 'SHARD', 'STATE', 'DONE', 'OF', '%', 'TOK/S', 'ETA', 'SHM GiB', 'OUT FREE GiB',
-              'FAILED', 'ERRORS')
+              'FAILED', 'BAD LINES', 'ERRORS')
     rows = [header]
+    blank = ('-',) * (len(header) - 3)
     totals = {'samples_done': 0, 'samples_total': 0, 'tokens_done': 0, 'tokens_total': 0,
-              'tokens_per_s': 0.0, 'samples_failed': 0, 'errors': 0, 'eta_s': 0, 'shards': 0}
+              'tokens_per_s': 0.0, 'samples_failed': 0, 'bad_lines': 0, 'errors': 0, 'eta_s': 0, 'shards': 0}
     for report in sorted(reports, key=lambda r: r['host']):
         statuses = report.get('statuses') or []
         if report.get('error'):
-            rows.append((report['host'], '-', 'unreachable: %s' % report['error'][:60]) + ('-',) * 9)
+            rows.append((report['host'], '-', 'unreachable: %s' % report['error'][:60]) + blank)
             totals['eta_s'] = None
             continue
         if not statuses:
-            rows.append((report['host'], '-', 'no job') + ('-',) * 9)
+            rows.append((report['host'], '-', 'no job') + blank)
             continue
         for s in statuses:
             state = s.get('state', '?')
@@ -148,9 +155,10 @@ def status_table(reports):
                          '%.0f' % (s.get('tokens_per_s') or 0), _duration(s.get('eta_s')),
                          '%s/%s' % (_gib(s.get('shm_used_bytes')), _gib(s.get('shm_total_bytes'))),
                          _gib(s.get('output_free_bytes')), str(s.get('samples_failed', 0)),
-                         str(s.get('errors', 0))))
+                         str(s.get('bad_lines', 0)), str(s.get('errors', 0))))
             totals['shards'] += 1
-            for key in ('samples_done', 'samples_total', 'tokens_done', 'tokens_total', 'samples_failed', 'errors'):
+            for key in ('samples_done', 'samples_total', 'tokens_done', 'tokens_total', 'samples_failed', 'bad_lines',
+                        'errors'):
                 totals[key] += int(s.get(key) or 0)
             totals['tokens_per_s'] += float(s.get('tokens_per_s') or 0) if s.get('alive') else 0.0
             if totals['eta_s'] is not None:
@@ -163,7 +171,7 @@ def status_table(reports):
                  if totals['samples_total'] else '-')
     rows.append(('TOTAL', str(totals['shards']), '', str(totals['samples_done']), str(totals['samples_total']),
                  total_pct, '%.0f' % totals['tokens_per_s'], _duration(totals['eta_s']), '', '',
-                 str(totals['samples_failed']), str(totals['errors'])))
+                 str(totals['samples_failed']), str(totals['bad_lines']), str(totals['errors'])))
     return {'lines': table_lines(rows), 'totals': totals}
 
 
@@ -175,7 +183,28 @@ def _sha256(path):
     return digest.hexdigest()
 
 
+MISSING = 'is missing'
+
+
+def file_problem(shard_dir, relpath, nbytes, sha, checksums=True):
+    """What is wrong with a ``done`` row's file (its size, its sha256 with ``checksums``), or ``None``.
+
+    The one check of a finished file: verify reports it, the repair redoes the sample."""
+    path = os.path.join(shard_dir, relpath)
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return MISSING
+    if size != nbytes:
+        return 'has %d bytes, the manifest %d' % (size, nbytes)
+    if checksums and _sha256(path) != sha:
+        return 'does not match its sha256'
+    return None
+
+
 FAILURES_SHOWN = 10
+# the dataset's bad lines named in verify's summary (the cards name up to as many each)
+BAD_LINES_SHOWN = 10
 
 
 def verify_shard(shard_dir, checksums=True):
@@ -205,15 +234,11 @@ def verify_shard(shard_dir, checksums=True):
         if state != 'done':
             problems.append('%s: %s is half-written (state %s): run the job again to redo it' % (sample_id, relpath, state))
             continue
-        try:
-            size = os.path.getsize(path)
-        except OSError:
-            problems.append('%s: %s is missing' % (sample_id, relpath))
-            continue
-        if size != nbytes:
-            problems.append('%s: %s has %d bytes, the manifest %d' % (sample_id, relpath, size, nbytes))
-        elif checksums and _sha256(path) != sha:
-            problems.append('%s: %s does not match its sha256' % (sample_id, relpath))
+        problem = file_problem(shard_dir, relpath, nbytes, sha, checksums)
+        if problem:
+            problems.append('%s: %s %s' % (sample_id, relpath, problem))
+            if problem == MISSING:
+                continue
         report['ids'].append(sample_id)
         report['samples'] += 1
         report['tokens'] += tokens
@@ -240,6 +265,11 @@ def verify_shard(shard_dir, checksums=True):
         problems.append('%s: no readable dataset_card.json (%s)' % (shard_dir, exc))
         card = {}
     report['card'] = card
+    # the dataset's lines that are no sample: not a problem of the output, but said in the summary
+    bad_lines = card.get('bad_lines')
+    report['bad_lines'] = bad_lines if isinstance(bad_lines, int) and not isinstance(bad_lines, bool) else 0
+    shown = card.get('bad_lines_shown')
+    report['bad_lines_shown'] = [str(b) for b in shown][:BAD_LINES_SHOWN] if isinstance(shown, list) else []
     if card:
         for key in ('samples', 'tokens', 'bytes'):
             if card.get(key) != report[key]:
@@ -289,7 +319,8 @@ def verify_union(host_reports):
     copies = {}
     datasets = set()
     counts = set()
-    totals = {'samples': 0, 'tokens': 0, 'bytes': 0, 'files_checked': 0}
+    totals = {'samples': 0, 'tokens': 0, 'bytes': 0, 'files_checked': 0, 'bad_lines': 0}
+    bad_lines_shown = []
     for host in sorted(host_reports, key=lambda r: r['host']):
         for shard in host.get('shards', []):
             meta = shard.get('meta') or {}
@@ -322,6 +353,8 @@ def verify_union(host_reports):
             for key in ('samples', 'tokens', 'bytes'):
                 totals[key] += shard.get(key, 0)
             totals['files_checked'] += shard.get('samples', 0)
+            totals['bad_lines'] += shard.get('bad_lines', 0)
+            bad_lines_shown.extend(shard.get('bad_lines_shown', []))
             totals.setdefault('dataset_samples', card.get('dataset_samples'))
     if len(datasets) > 1:
         problems.append('the shards were made from different datasets: %s' % sorted(str(d) for d in datasets))
@@ -335,7 +368,19 @@ def verify_union(host_reports):
     else:
         problems.append('no shard output found on any host')
     totals['unique_samples'] = len(owner)
+    if totals['bad_lines']:
+        notes.append(bad_lines_note(totals['bad_lines'], bad_lines_shown))
     return {'totals': totals, 'problems': problems, 'notes': notes}
+
+
+def bad_lines_note(count, shown):
+    """The summary's note on the dataset's lines that are no sample: how many, the first ones."""
+    shown = list(shown)[:BAD_LINES_SHOWN]
+    note = '%d bad line%s of the dataset %s not extracted: %s' % (
+        count, '' if count == 1 else 's', 'was' if count == 1 else 'were', '; '.join(shown))
+    if count > len(shown):
+        note += '; %d more (each shard\'s dataset_card.json and log name its own)' % (count - len(shown))
+    return note
 
 
 def verified_message(union):
@@ -344,3 +389,140 @@ def verified_message(union):
     line = 'verified: %d samples exactly once, %d tokens, %d bytes' % (
         totals['unique_samples'], totals['tokens'], totals['bytes'])
     return '; '.join([line] + list(union['notes']))
+
+
+def _fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def move_aside(shard_dir, relpath, reason, now=None):
+    """Move a damaged file to ``<shard>/damaged/<name>.<time>`` with its reason beside it.
+
+    Never deleted, never lost: the new name is linked and fsync'ed before the old one is
+    removed, then the old dir is fsync'ed. Its new name does not end in ``.ckpt``, so
+    SpecForge's loader does not read it. Returns the new path."""
+    src = os.path.join(shard_dir, relpath)
+    aside = os.path.join(shard_dir, DAMAGED_DIR)
+    if not os.path.isdir(aside):
+        os.mkdir(aside, 0o755)
+        _fsync_dir(shard_dir)
+    base = os.path.join(aside, '%s.%s' % (os.path.basename(relpath),
+                                          time.strftime('%Y%m%dT%H%M%S', time.gmtime(now))))
+    target, n = base, 0
+    while True:
+        try:
+            os.link(src, target)   # never replaces: a name taken gets a number
+            break
+        except FileExistsError:
+            n += 1
+            target = '%s.%d' % (base, n)
+    tmp = os.path.join(aside, '.%s.reason.tmp' % os.path.basename(target))
+    with open(tmp, 'w', encoding='utf-8') as f:
+        f.write('%s: %s\n' % (relpath, reason))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, target + '.reason')
+    _fsync_dir(aside)
+    os.unlink(src)
+    _fsync_dir(os.path.dirname(src))
+    return target
+
+
+def _hold_job_lock(shard_dir, check_mode):
+    """The shard's job lock, held (an fd), or ``None`` when no job ever ran here (check mode
+    creates nothing). Raises BlockingIOError while the job runs."""
+    path = os.path.join(shard_dir, JOB_LOCK)
+    if check_mode and not os.path.exists(path):
+        return None
+    flags = os.O_RDONLY if check_mode else os.O_RDWR | os.O_CREAT
+    fd = os.open(path, flags | getattr(os, 'O_NOFOLLOW', 0), 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def repair_shard(shard_dir, checksums=True, check_mode=False):
+    """Make the job redo what verify finds damaged or missing in one shard dir.
+
+    A ``done`` row whose file is missing, of the wrong size or (``checksums``) sha256 is a
+    sample to redo: a damaged file is moved aside (:func:`move_aside`), so that the job's
+    next start finds the row without its file and extracts the sample again; the manifest
+    is the job's and is not written here. Done under the job's lock: a shard whose job runs
+    is left alone (``busy``). ``start``: the shard's unit should be started (samples to redo,
+    half-written rows, or the shard not finished)."""
+    report = {'shard_dir': shard_dir, 'shard_index': None, 'busy': False, 'redo': [], 'moved': [],
+              'start': False, 'problems': []}
+    manifest = os.path.join(shard_dir, 'manifest.sqlite')
+    if not os.path.isfile(manifest):
+        report['problems'].append('%s: no manifest.sqlite, nothing to redo here (extract.yml starts a shard)'
+                                  % shard_dir)
+        return report
+    try:
+        lock = _hold_job_lock(shard_dir, check_mode)
+    except BlockingIOError:
+        report['busy'] = True
+        return report
+    try:
+        try:
+            db = sqlite3.connect(manifest)
+            try:
+                meta = dict(db.execute('SELECT key, value FROM meta'))
+                rows = list(db.execute("SELECT sample_id, path, bytes, sha256 FROM samples WHERE state = 'done' "
+                                       "ORDER BY idx"))
+                writing = db.execute("SELECT COUNT(*) FROM samples WHERE state != 'done'").fetchone()[0]
+            finally:
+                db.close()
+        except sqlite3.Error as exc:
+            report['problems'].append('%s: cannot be read as the job\'s manifest: %s' % (manifest, exc))
+            return report
+        index = meta.get('shard_index')
+        report['shard_index'] = int(index) if str(index).isdigit() else None
+        for sample_id, relpath, nbytes, sha in rows:
+            problem = file_problem(shard_dir, relpath, nbytes, sha, checksums)
+            if problem is None:
+                continue
+            report['redo'].append({'sample_id': sample_id, 'path': relpath, 'problem': problem})
+            if problem != MISSING and not check_mode:
+                report['moved'].append(move_aside(shard_dir, relpath, problem))
+        try:
+            card = json.loads(_read_regular(os.path.join(shard_dir, 'dataset_card.json'), STATUS_MAX_BYTES))
+        except (OSError, ValueError):
+            card = {}
+        finished = isinstance(card, dict) and bool(card.get('complete'))
+        report['start'] = bool(report['redo']) or writing > 0 or not finished
+    finally:
+        if lock is not None:
+            os.close(lock)
+    if report['start'] and report['shard_index'] is None:
+        report['problems'].append('%s: its manifest names no shard index: start its unit yourself' % shard_dir)
+    return report
+
+
+def repair_lines(shards):
+    """What a repair found and did, one line a shard and one a sample (for the playbook's output)."""
+    lines = []
+    for shard in shards:
+        where = shard['shard_dir']
+        if shard['busy']:
+            lines.append('%s: its job is running (it holds %s): nothing moved; run the repair again once it has '
+                         'stopped' % (where, JOB_LOCK))
+            continue
+        lines.extend(shard['problems'])
+        if shard['redo']:
+            lines.append('%s: %d sample%s to redo' % (where, len(shard['redo']), '' if len(shard['redo']) == 1 else 's'))
+        moved = iter(shard['moved'])
+        for item in shard['redo']:
+            line = '%s: %s %s' % (item['sample_id'], item['path'], item['problem'])
+            if item['problem'] != MISSING:
+                line += ': moved to %s' % next(moved, '<shard>/%s (check mode: not moved)' % DAMAGED_DIR)
+            lines.append(line)
+        if shard['start'] and not shard['redo']:
+            lines.append('%s: not finished: its unit is started to go on' % where)
+    return lines or ['nothing to redo: every finished file is there, whole']

@@ -14,7 +14,8 @@ description:
   - With O(job_dir), on a container, reads the C(status.json) of every shard output dir (C(shard-*)) under it,
     as the C(extraction_job) role's job writes it every few seconds, and says whether each job process still runs.
   - With O(reports), on the controller, turns the per-host results into one table, a line per host and shard
-    (state, samples done of the shard, tokens/s, ETA, C(/dev/shm) used, output disk free, errors), and totals
+    (state, samples done of the shard, tokens/s, ETA, C(/dev/shm) used, output disk free, failed samples, the
+    dataset's bad lines that shard counts, errors), and totals
     with the whole job's ETA (the slowest shard's, as the shards run in parallel).
   - Reads only; never changes anything.
 author:
@@ -62,7 +63,9 @@ lines:
   type: list
   elements: str
 totals:
-  description: With O(reports), samples and tokens done and total, tokens/s, errors, C(eta_s) (null when unknown).
+  description:
+    - With O(reports), samples and tokens done and total, tokens/s, C(samples_failed), C(bad_lines) (each bad line
+      of the dataset once), C(errors), C(eta_s) (null when unknown).
   returned: with reports
   type: dict
 '''

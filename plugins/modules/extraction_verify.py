@@ -69,14 +69,18 @@ problems:
   elements: str
 notes:
   description:
-    - With O(reports), one line per leftover copy of a handed-over shard, which is not counted. A shard held in
+    - With O(reports), one line per leftover copy of a handed-over shard, which is not counted, and one line with
+      the dataset's bad lines (how many, the first ones) when there are any. A shard held in
       several places counts once when one copy is complete and sound and every other copy's samples are in it
       (its first host came back after the shard was handed over); copies that disagree are a problem.
   returned: with reports
   type: list
   elements: str
 totals:
-  description: With O(reports), C(samples), C(unique_samples), C(tokens), C(bytes) over all hosts.
+  description:
+    - With O(reports), C(samples), C(unique_samples), C(tokens), C(bytes) over all hosts, and C(bad_lines), the
+      dataset's lines that are no sample (not extracted; each counted by one shard).
+    - The notes then name the first bad lines (line number, id as far as it can be read, reason).
   returned: with reports
   type: dict
 msg:

@@ -150,3 +150,20 @@ def test_gate_has_hysteresis():
 def test_hidden_size_from_model_config(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"text_config": {"hidden_size": 7168}}))
     assert space.hidden_size_from_model(str(tmp_path)) == 7168
+
+
+def test_a_readable_id_is_named_on_a_truncated_or_numeric_id_line(tmp_path):
+    # before: json.loads failed on a cut line, or the id was no string, and the line was "no id"
+    path = write_dataset(tmp_path / "d.jsonl", [], extra_lines=[
+        '{"id": "cut-short", "input_ids": [1, 2, 3], "loss_m',
+        json.dumps({"id": 42, "input_ids": [1], "loss_mask": [1]}),
+        '{"input_ids": [1], "id": "late", "loss_mask": [1',
+        '{"input_ids": [1, 2',
+        '{"id": 4',                      # a number cut short may be another number: not named
+        '{"meta": {"id": "inner"}, "input_ids": [',   # only the line's own id counts
+    ])
+    scan = dataset.scan(str(path))
+    assert [str(b).split(":", 1)[0] for b in scan.bad_lines] == [
+        "line 1 (id 'cut-short')", "line 2 (id 42)", "line 3 (id 'late')", "line 4 (no id)",
+        "line 5 (no id)", "line 6 (no id)"]
+    assert "id must match" in scan.bad_lines[1].reason

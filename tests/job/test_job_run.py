@@ -317,3 +317,32 @@ def test_a_server_that_never_answers_ends_the_run_incomplete_and_sends_nothing(j
     snap = job.snapshot()
     assert snap["state"] == "incomplete" and "not answering" in snap["last_errors"][0]
     assert snap["samples_done"] == 0
+
+
+def test_each_bad_line_is_counted_by_exactly_one_shard(job_dirs):
+    # before: every shard reads the whole file and counted every bad line (3 shards: 3 x 4)
+    samples = make_samples(30)
+    bad = ["{broken", json.dumps({"id": 7, "input_ids": [1], "loss_mask": [1]}),
+           json.dumps({"id": "mask", "input_ids": [1, 2], "loss_mask": [1]}),
+           '{"id": "cut", "input_ids": [1, 2']
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", samples, extra_lines=bad)
+    outs = [str(job_dirs["root"] / "out" / f"shard-{i}-of-3") for i in range(3)]
+
+    async def body(server):
+        for i in range(3):
+            cfg = config_for(job_dirs, ds, server.url, shard_index=i, shard_count=3,
+                             output_dir=outs[i])
+            assert await jobmod.Job(cfg, torch).run_async() == jobmod.EXIT_COMPLETE
+    run(with_server(job_dirs, body))
+    statuses, cards = [], []
+    for out in outs:
+        with open(os.path.join(out, "status.json"), encoding="utf-8") as f:
+            statuses.append(json.load(f))
+        with open(os.path.join(out, "dataset_card.json"), encoding="utf-8") as f:
+            cards.append(json.load(f))
+    assert sum(s["bad_lines"] for s in statuses) == len(bad)
+    assert sum(c["bad_lines"] for c in cards) == len(bad)
+    named = sorted(line.split(":", 1)[0] for c in cards for line in c["bad_lines_shown"])
+    first = len(samples) + 1
+    assert named == sorted([f"line {first} (no id)", f"line {first + 1} (id 7)",
+                            f"line {first + 2} (id 'mask')", f"line {first + 3} (id 'cut')"])

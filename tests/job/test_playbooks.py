@@ -158,3 +158,47 @@ def test_an_option_that_would_check_nothing_or_is_no_boolean_is_refused(tmp_path
     result = playbook(name, tmp_path, "-e", f"{option}={value}")
     assert result.returncode != 0
     assert words in result.stdout and option in result.stdout
+
+
+def test_repair_redoes_exactly_the_damaged_and_missing_samples_and_keeps_the_damaged_file(output_root, job_dirs):
+    # before: verify named a damaged file and nothing redid it (its row stayed done)
+    shard0 = output_root / "testjob" / "shard-0-of-3"
+    db = sqlite3.connect(shard0 / "manifest.sqlite")
+    (damaged_id, damaged_path), (missing_id, missing_path) = db.execute(
+        "SELECT sample_id, path FROM samples ORDER BY idx LIMIT 2").fetchall()
+    db.close()
+    with open(shard0 / damaged_path, "r+b") as f:   # one flipped bit, the size unchanged
+        f.seek(os.path.getsize(shard0 / damaged_path) // 2)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 1]))
+    damaged_bytes = (shard0 / damaged_path).read_bytes()
+    os.unlink(shard0 / missing_path)
+    # the units' start is systemd's, not here: the job is run below as the unit would run it
+    result = playbook("repair.yml", output_root, "--skip-tags", "repair_start")
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = " ".join(result.stdout.split())   # the callback folds long lines
+    assert f"{damaged_id}: {damaged_path} does not match its sha256: moved to {shard0}/damaged/" in out
+    assert f"{missing_id}: {missing_path} is missing" in out
+    assert "shard-0-of-3: 2 samples to redo" in out
+    assert not (shard0 / damaged_path).exists()
+    kept = [p for p in (shard0 / "damaged").iterdir() if not p.name.endswith(".reason")]
+    assert [p.read_bytes() for p in kept] == [damaged_bytes]   # moved aside, not deleted
+    assert not [p for p in (shard0 / "damaged").iterdir() if p.name.endswith(".ckpt")]
+
+    async def body():
+        server = await StandinServer(job_dirs["dump"]).start()
+        try:
+            cfg = config_for(job_dirs, job_dirs["root"] / "d.jsonl", server.url, shard_index=0, shard_count=3,
+                             output_dir=str(shard0))
+            assert await jobmod.Job(cfg, torch).run_async() == jobmod.EXIT_COMPLETE
+            return server.received
+        finally:
+            await server.stop()
+    assert sorted(asyncio.run(body())) == sorted(f"testjob-{s}" for s in (damaged_id, missing_id))
+    result = playbook("verify.yml", output_root)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"verified: {len(SAMPLES)} samples exactly once" in result.stdout
+    # nothing left to redo: the repair changes nothing and starts nothing
+    result = playbook("repair.yml", output_root, "--skip-tags", "repair_start")
+    assert result.returncode == 0 and "changed=0" in result.stdout, result.stdout + result.stderr

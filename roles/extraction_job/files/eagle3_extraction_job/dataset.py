@@ -5,8 +5,9 @@
 A line is either pre-tokenized (``id``, ``input_ids``, ``loss_mask``: same length,
 token ids >= 0, mask 0/1) or a conversation (``id``, ``conversations``: a list of
 role/content turns) that :mod:`eagle3_extraction_job.chat` turns into the same
-fields. A bad line is reported with its line number and id and skipped; the good
-lines go on. Every line is read (ids must be unique across the whole dataset, and
+fields. A bad line is reported with its line number and id (as far as it can be
+read) and skipped; the good lines go on. Each bad line is counted and named by one
+shard, the one its id belongs to (:func:`bad_line_shard`). Every line is read (ids must be unique across the whole dataset, and
 the file's sha256 is the card's provenance), but only this shard's samples are
 kept in memory, their token ids as compact ``array('q')``.
 """
@@ -14,6 +15,7 @@ import array
 import dataclasses
 import hashlib
 import json
+import re
 
 from eagle3_extraction_job import names
 
@@ -31,15 +33,68 @@ class Sample:
         return len(self.input_ids)
 
 
+# an id longer than this is cut in messages (the line is still named by its number)
+ID_SHOWN = 80
+
+
 @dataclasses.dataclass
 class BadLine:
     line: int
-    sample_id: object
+    sample_id: object   # the line's own id as read (str, int or float), None when unreadable
     reason: str
 
     def __str__(self):
-        ident = "no id" if self.sample_id is None else f"id {self.sample_id!r}"
+        ident = self.sample_id
+        if isinstance(ident, str) and len(ident) > ID_SHOWN:
+            ident = ident[:ID_SHOWN] + "..."
+        ident = "no id" if ident is None else f"id {ident!r}"
         return f"line {self.line} ({ident}): {self.reason}"
+
+
+_DECODER = json.JSONDecoder()
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _shown_id(value):
+    """An id worth naming in a message: a string or a number (not a bool, a list...)."""
+    if isinstance(value, str) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        return value
+    return None
+
+
+def readable_id(raw):
+    """The line's own ``id`` (a top-level key), read as far as the line is whole JSON.
+
+    A line cut short (``{"id": "s7", "input_ids": [1, 2``) or otherwise broken after its
+    id still names it; a key ``id`` inside another value does not count, and a number that
+    ends where the line ends (it may have been cut) is not taken. ``None`` when unreadable.
+    """
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    pos = _SPACE.match(text, 0).end()
+    if text[pos:pos + 1] != "{":
+        return None
+    pos += 1
+    while True:
+        pos = _SPACE.match(text, pos).end()
+        if text[pos:pos + 1] != '"':
+            return None
+        try:
+            key, pos = _DECODER.raw_decode(text, pos)
+            pos = _SPACE.match(text, pos).end()
+            if text[pos:pos + 1] != ":":
+                return None
+            pos = _SPACE.match(text, pos + 1).end()
+            value, pos = _DECODER.raw_decode(text, pos)
+        except ValueError:
+            return None
+        pos = _SPACE.match(text, pos).end()
+        if key == "id":
+            if not isinstance(value, str) and pos >= len(text):
+                return None
+            return _shown_id(value)
+        if text[pos:pos + 1] != ",":
+            return None
+        pos += 1
 
 
 @dataclasses.dataclass
@@ -55,6 +110,16 @@ def shard_of(sample_id, count):
     """The shard a sample belongs to: stable across runs, hosts and Python versions."""
     digest = hashlib.sha256(sample_id.encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") % count
+
+
+def bad_line_shard(bad, count):
+    """The one shard that counts and names a bad line: every shard reads every line, so
+    each would report it. The shard its id belongs to (as a sample with that id would);
+    shard 0 for a line without a readable id. Summed over the shards, each bad line
+    counts once."""
+    if bad.sample_id is None:
+        return 0
+    return shard_of(str(bad.sample_id), count)
 
 
 def _int_list(value, what, allowed=None):
@@ -113,15 +178,11 @@ def scan(path, shard_index=0, shard_count=1, dataset_format="auto"):
             digest.update(raw)
             if not raw.strip():
                 continue
-            sample_id = None
             try:
                 record = json.loads(raw)
-                if isinstance(record, dict):
-                    sample_id = record.get("id")
                 sample = parse_record(record, dataset_format)
             except (ValueError, UnicodeDecodeError) as exc:
-                bad.append(BadLine(lineno, sample_id if isinstance(sample_id, str) else None,
-                                   str(exc)))
+                bad.append(BadLine(lineno, readable_id(raw), str(exc)))
                 continue
             if sample.sample_id in first_line:
                 bad.append(BadLine(lineno, sample.sample_id,

@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """One run of the job: read, resume, refuse or send, drain, report.
 
-Order at start: read the dataset and keep this shard; open the manifest and
+Order at start: read the dataset and keep this shard; hold the output dir's lock
+(``job.lock``: a repair moves files only while it holds it); open the manifest and
 check it belongs to this job, shard and dataset; undo interrupted writes; drain
 every dump already there (the dump dir and the dirs its ``dump_dir_aside_glob`` matches); the rest
 of the shard is exactly the samples not ``done``; refuse, with the numbers, if
@@ -63,6 +64,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
         self.usage_fn = usage_fn
         self.samples = {}
         self.scan = None
+        self.bad_lines = []       # the dataset's bad lines this shard counts and names
         self.manifest = None
         self.drainer = None
         self.gate = None
@@ -80,6 +82,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
         self.shard_tokens = 0
         self.pool = None
         self._status_task = None
+        self._lock_fd = None
 
     # -- reporting --------------------------------------------------------------
 
@@ -114,7 +117,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
             "output_free_bytes": gate.out.free if gate else 0,
             "samples_failed": self.samples_failed,
             "errors": self.error_count,
-            "bad_lines": len(self.scan.bad_lines) if self.scan else 0,
+            "bad_lines": len(self.bad_lines),
             "foreign_dumps": self.foreign_dumps,
             "last_errors": [f"{sid or 'job'}: {msg}" for _at, sid, msg in self.errors[-5:]],
             "started_at": self.started_at,
@@ -136,7 +139,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
         provenance = self.manifest.meta() if self.manifest else {}
         status.write_json_atomic(self.cfg.card_path, status.card(
             self.cfg, self.scan, self.totals, provenance, len(self.samples), self.shard_tokens,
-            complete))
+            complete, self.bad_lines))
 
     async def _status_loop(self):
         while True:
@@ -183,11 +186,15 @@ class Job:  # pylint: disable=too-many-instance-attributes
                 beyond.add(sample.sample_id)
         self.samples = {s.sample_id: s for s in tokenized if s.sample_id not in beyond}
         self.shard_tokens = sum(s.tokens for s in self.samples.values())
-        for bad in self.scan.bad_lines:
+        # each bad line is the business of one shard (every shard reads them all): counted
+        # in its status.json and card, and named in its log, once for the whole job
+        self.bad_lines = [bad for bad in self.scan.bad_lines
+                          if dataset.bad_line_shard(bad, cfg.shard_count) == cfg.shard_index]
+        for bad in self.bad_lines:
             log.error("dataset %s: %s", cfg.dataset, bad)
-        log.info("dataset %s: %d good lines, %d bad; shard %d of %d: %d samples, %d tokens",
-                 cfg.dataset, self.scan.dataset_samples, len(self.scan.bad_lines),
-                 cfg.shard_index, cfg.shard_count, len(self.samples), self.shard_tokens)
+        log.info("dataset %s: %d good lines; shard %d of %d: %d samples, %d tokens, %d bad lines",
+                 cfg.dataset, self.scan.dataset_samples, cfg.shard_index, cfg.shard_count,
+                 len(self.samples), self.shard_tokens, len(self.bad_lines))
 
     def _vocab_size(self):
         """The model's vocab_size, which every token id must be below (the server would fail
@@ -208,6 +215,8 @@ class Job:  # pylint: disable=too-many-instance-attributes
                 raise Refused("hidden_size is 0 and model_path is empty: one is needed to "
                               "work out the bytes a token takes")
             cfg.hidden_size = space.hidden_size_from_model(cfg.model_path)
+        manifest.makedirs_durable(cfg.output_dir)
+        self._lock_output_dir()
         self.manifest = manifest.open_manifest(cfg.output_dir)
         try:
             self.manifest.pin(job=cfg.job, shard_index=cfg.shard_index,
@@ -228,6 +237,17 @@ class Job:  # pylint: disable=too-many-instance-attributes
         self.gate = space.Gate(cfg.dump_dir, cfg.output_dir, cfg.shm_high, cfg.shm_low,
                                cfg.output_free_floor_bytes, cfg.output_free_resume_bytes,
                                usage_fn=self.usage_fn)
+
+    def _lock_output_dir(self):
+        """The output dir is this process's until it ends: a repair moving a damaged file
+        aside (playbooks/repair.yml) waits for the job, and the job waits for the repair,
+        whose moves the start below then finds (a ``done`` row without its file is redone)."""
+        try:
+            self._lock_fd = manifest.lock_output_dir(self.cfg.output_dir, wait=False)
+        except BlockingIOError:
+            log.warning("waiting for %s/%s: another process holds it (a repair, or a second job "
+                        "on this output dir)", self.cfg.output_dir, manifest.LOCK_NAME)
+            self._lock_fd = manifest.lock_output_dir(self.cfg.output_dir, wait=True)
 
     # -- draining ---------------------------------------------------------------
 
@@ -515,6 +535,9 @@ class Job:  # pylint: disable=too-many-instance-attributes
             self.pool.shutdown(wait=True)
             if self.manifest:
                 self.manifest.close()
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
 
     def run(self):
         return asyncio.run(self.run_async())

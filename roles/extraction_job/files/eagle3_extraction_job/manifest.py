@@ -21,6 +21,7 @@ reads as ``done`` before it is.
 ``eagle3.extraction.extraction_verify`` reads the same tables (keep the column
 names in step).
 """
+import fcntl
 import os
 import sqlite3
 import threading
@@ -42,6 +43,25 @@ CREATE TABLE IF NOT EXISTS failures (
     sample_id TEXT PRIMARY KEY, attempts INTEGER NOT NULL, reason TEXT NOT NULL, at REAL NOT NULL
 );
 """
+
+
+# the file in an output dir that the job holds locked (flock) for as long as it runs; the
+# repair (``eagle3.extraction.extraction_repair``) moves a file only while it holds it
+LOCK_NAME = "job.lock"
+
+
+def lock_output_dir(output_dir, wait=True):
+    """Hold ``<output_dir>/job.lock`` (flock, exclusive); returns its fd, to ``os.close``.
+
+    ``wait``: block until it is free; else raise ``BlockingIOError`` when another process
+    holds it. The lock goes with the process: a killed job holds nothing."""
+    fd = os.open(os.path.join(output_dir, LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 class ManifestMismatch(RuntimeError):

@@ -83,8 +83,15 @@ def sglang_files_sha256():
     return found
 
 
-def card(cfg, scan, totals, provenance, shard_samples, shard_tokens, complete):
-    """The dataset card: what the files are and where they came from."""
+# the bad lines a card names (its count is of them all): verify's summary shows them
+BAD_LINES_SHOWN = 10
+
+
+def card(cfg, scan, totals, provenance, shard_samples, shard_tokens, complete, bad_lines=()):
+    """The dataset card: what the files are and where they came from.
+
+    ``bad_lines``: the dataset's lines this shard counts (``dataset.bad_line_shard``) and
+    could not extract; summed over the shards' cards, each bad line counts once."""
     model_config = os.path.join(cfg.model_path, "config.json") if cfg.model_path else ""
     return {
         "format": "specforge-eagle3-offline-ckpt",
@@ -96,7 +103,8 @@ def card(cfg, scan, totals, provenance, shard_samples, shard_tokens, complete):
         "dataset_path": cfg.dataset,
         "dataset_sha256": scan.sha256,
         "dataset_samples": scan.dataset_samples,
-        "dataset_bad_lines": len(scan.bad_lines),
+        "bad_lines": len(bad_lines),
+        "bad_lines_shown": [str(bad) for bad in bad_lines[:BAD_LINES_SHOWN]],
         "shard_samples": shard_samples,
         "shard_tokens": shard_tokens,
         "model_path": cfg.model_path,

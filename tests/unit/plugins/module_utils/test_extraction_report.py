@@ -14,7 +14,7 @@ import re
 import pytest
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.extraction_report import (
-    FAILURES_SHOWN, read_status, status_table, verified_message, verify_shard)
+    FAILURES_SHOWN, JOB_LOCK, read_status, repair_shard, status_table, verified_message, verify_shard, verify_union)
 
 JOB_MANIFEST = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', 'extraction_job', 'files',
                             'eagle3_extraction_job', 'manifest.py')
@@ -110,3 +110,76 @@ def test_each_note_follows_the_totals():
     notes = ['ct2 holds a leftover copy of shard 1 (2 samples), not counted', 'ct3 holds another']
     assert verified_message({'totals': TOTALS, 'problems': [], 'notes': notes}) == (
         'verified: 10 samples exactly once, 2048 tokens, 4096 bytes; ' + '; '.join(notes))
+
+
+def test_the_status_table_has_each_shards_bad_lines_and_their_total():
+    # before: the bad lines were only in the containers' logs; the table said ERRORS 0
+    status = {'shard_index': 0, 'shard_count': 2, 'state': 'complete', 'alive': False, 'samples_done': 8,
+              'samples_total': 8, 'bad_lines': 3, 'errors': 0}
+    table = status_table([{'host': 'ct1', 'statuses': [status]},
+                          {'host': 'ct2', 'statuses': [dict(status, shard_index=1, bad_lines=1)]}])
+    # the TOTAL row has empty cells: read the column by its place under the header
+    start, end = table['lines'][0].index('BAD LINES'), table['lines'][0].index('ERRORS')
+    assert [line[start:end].strip() for line in table['lines'][1:]] == ['3', '1', '4']
+    assert table['totals']['bad_lines'] == 4
+
+
+def complete_shard(tmp_path, name, index, bad_lines, shown):
+    shard = tmp_path / 'testjob' / name
+    m = job_manifest().open_manifest(str(shard))
+    m.pin(job='testjob', shard_index=index, shard_count=2, dataset_sha256='d' * 64)
+    m.close()
+    (shard / 'dataset_card.json').write_text(json.dumps(
+        {'samples': 0, 'tokens': 0, 'bytes': 0, 'dataset_sha256': 'd' * 64, 'complete': True, 'shard_samples': 0,
+         'bad_lines': bad_lines, 'bad_lines_shown': shown}))
+    return str(shard)
+
+
+def test_verify_counts_the_datasets_bad_lines_and_names_them_in_its_summary(tmp_path):
+    first = ["line 5 (no id): Expecting value", "line 9 (id 7): id must match"]
+    shards = [verify_shard(complete_shard(tmp_path, 'shard-0-of-2', 0, 2, first)),
+              verify_shard(complete_shard(tmp_path, 'shard-1-of-2', 1, 1, ["line 12 (id 'cut'): Unterminated"]))]
+    assert [s['problems'] for s in shards] == [[], []]
+    union = verify_union([{'host': 'ct1', 'shards': shards[:1]}, {'host': 'ct2', 'shards': shards[1:]}])
+    assert union['problems'] == [] and union['totals']['bad_lines'] == 3
+    message = verified_message(union)
+    assert message.startswith('verified: 0 samples exactly once')
+    assert ("3 bad lines of the dataset were not extracted: line 5 (no id): Expecting value; "
+            "line 9 (id 7): id must match; line 12 (id 'cut'): Unterminated") in message
+
+
+def shard_with_a_damaged_file(tmp_path):
+    shard = tmp_path / 'testjob' / 'shard-0-of-1'
+    m = job_manifest().open_manifest(str(shard))
+    m.pin(job='testjob', shard_index=0, shard_count=1, dataset_sha256='d' * 64)
+    _idx, relpath = m.reserve('s1', lambda idx: 'rows_0-2000/data_%d.ckpt' % idx)
+    (shard / 'rows_0-2000').mkdir()
+    (shard / relpath).write_bytes(b'a flipped byte')
+    m.finish('s1', 3, len(b'a flipped byte'), 'e' * 64)
+    m.close()
+    return str(shard), relpath
+
+
+def test_repair_in_check_mode_names_the_damaged_file_and_moves_nothing(tmp_path):
+    shard, relpath = shard_with_a_damaged_file(tmp_path)
+    report = repair_shard(shard, checksums=True, check_mode=True)
+    assert [(r['sample_id'], r['path']) for r in report['redo']] == [('s1', relpath)]
+    assert report['start'] and report['moved'] == []
+    assert os.path.exists(os.path.join(shard, relpath))
+    assert not os.path.exists(os.path.join(shard, 'damaged'))
+
+
+def test_repair_leaves_a_shard_whose_job_runs_alone(tmp_path):
+    # the job holds its output dir's lock while it runs: a file moved under it would be lost to it
+    shard, relpath = shard_with_a_damaged_file(tmp_path)
+    lock = job_manifest().lock_output_dir(shard, wait=False)
+    try:
+        report = repair_shard(shard, checksums=True, check_mode=False)
+    finally:
+        os.close(lock)
+    assert report['busy'] and report['moved'] == [] and not report['start']
+    assert os.path.exists(os.path.join(shard, relpath))
+
+
+def test_the_job_and_the_repair_lock_the_same_file():
+    assert JOB_LOCK == job_manifest().LOCK_NAME
