@@ -14,21 +14,15 @@ from __future__ import annotations
 
 import os
 
-COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import COLLECTION, spec_defaults
+
 # the interpreter inside a venv
 VENV_PYTHON = os.path.join('bin', 'python')
-_DEFAULTS = {}
 
 
 def default_path(collection=COLLECTION):
     """ml_env_path as the ml_env role's argument spec defaults it."""
-    if collection not in _DEFAULTS:
-        import yaml  # pylint: disable=import-outside-toplevel
-
-        with open(os.path.join(collection, 'roles', 'ml_env', 'meta', 'argument_specs.yml')) as f:
-            options = yaml.safe_load(f)['argument_specs']['main']['options']
-        _DEFAULTS[collection] = options['ml_env_path']['default']
-    return _DEFAULTS[collection]
+    return spec_defaults('ml_env', ('ml_env_path',), collection)['ml_env_path']
 
 
 def venv_python(path=None, collection=COLLECTION):

@@ -16,13 +16,12 @@ derives it again.
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import layout
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import COLLECTION, spec_defaults
 
-COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # what the role's config file is made of, in the order it is merged (a later one wins)
 READ = ('sglang_server_host', 'sglang_server_port', 'sglang_server_flags', 'sglang_server_extra_args',
         'ansible_host')
@@ -34,7 +33,6 @@ LOCAL = {'0.0.0.0': '127.0.0.1', '': '127.0.0.1', '::': '::1'}
 HOST_NAME = re.compile(r'(?=.{1,253}\Z)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?'
                        r'(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*')
 PORT = re.compile(r'[0-9]{1,5}')
-_DEFAULTS = {}
 
 
 class AddressError(ValueError):
@@ -43,14 +41,7 @@ class AddressError(ValueError):
 
 def defaults(collection=COLLECTION):
     """sglang_server_host and sglang_server_port as the role's argument spec defaults them."""
-    if collection not in _DEFAULTS:
-        import yaml  # pylint: disable=import-outside-toplevel
-
-        with open(os.path.join(collection, 'roles', 'sglang_server', 'meta', 'argument_specs.yml')) as f:
-            options = yaml.safe_load(f)['argument_specs']['main']['options']
-        _DEFAULTS[collection] = dict((name, options[name]['default'])
-                                     for name in ('sglang_server_host', 'sglang_server_port'))
-    return _DEFAULTS[collection]
+    return spec_defaults('sglang_server', ('sglang_server_host', 'sglang_server_port'), collection)
 
 
 def _extra_args(values):
