@@ -87,7 +87,7 @@ def _number(minimum, maximum, unit=''):
     def check(value):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return 'not a number'
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):
             return 'not a finite number'
         if not minimum <= value <= maximum:
             return 'out of range'
@@ -464,15 +464,12 @@ def role_value_errors(options, values):
     given = dict((k, v) for k, v in given.items() if not (isinstance(v, float) and not math.isfinite(v)))
     spec = dict((name, dict((k, v) for k, v in option.items() if k not in ('description', 'default')))
                 for name, option in options.items() if name in given)
-    result = ArgumentSpecValidator(spec).validate(given)
-    for error in result.errors:
-        text = str(error)
+    texts, converted, failed = _spec_errors(spec, given)
+    for text in texts:
         for name in spec:
             if spec[name].get('no_log') and isinstance(given[name], str) and given[name]:
                 text = text.replace(given[name], '(hidden)')
         errors.append(text)
-    converted = result.validated_parameters
-    failed = set(name for name in spec if any(name in str(e) for e in result.errors))
     for name in sorted(given):
         secret = bool(spec[name].get('no_log'))
         control = _control_errors(name, given[name], secret)
@@ -495,6 +492,35 @@ def role_value_errors(options, values):
             failed.add(name)
     errors.extend(cross_errors(options, given, converted, failed))
     return errors
+
+
+def _spec_errors(spec, given):
+    """The argument spec's messages, its conversion and the names that failed it.
+
+    ansible-core's int conversion raises OverflowError on 'inf' or '1e999': then each value is
+    validated alone, so that such a value is one named error and every other one is still checked.
+    """
+    try:
+        result = ArgumentSpecValidator(spec).validate(given)
+    except (OverflowError, ValueError):
+        texts, converted, failed = [], {}, set()
+        for name in sorted(spec):
+            try:
+                alone = ArgumentSpecValidator({name: spec[name]}).validate({name: given[name]})
+            except (OverflowError, ValueError):
+                texts.append('%s=%s is not a finite number; give %s' % (
+                    name, '(hidden)' if spec[name].get('no_log') else show(given[name]),
+                    RULES[name].what if name in RULES else 'a value of type %s' % spec[name].get('type', 'str')))
+                failed.add(name)
+                continue
+            found = [str(error) for error in alone.errors]
+            texts.extend(found)
+            converted.update(alone.validated_parameters)
+            if found:
+                failed.add(name)
+        return texts, converted, failed
+    failed = set(name for name in spec if any(name in str(e) for e in result.errors))
+    return [str(error) for error in result.errors], result.validated_parameters, failed
 
 
 def cross_errors(options, given, converted, failed=()):

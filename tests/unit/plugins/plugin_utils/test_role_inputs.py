@@ -64,7 +64,7 @@ BAD = {
     'sglang_server_module': ['sglang.launch_server --api-key x', 'sglang/launch_server', 'sglang.\n'],
     'sglang_server_model_path': ['models/kimi', '/srv/models\n', '/', '/usr'],
     'sglang_server_host': ['0.0.0.0\n', 'a host', ''],
-    'sglang_server_port': [0, -1, 65536, 'http', True, 80.5, '80\n'],
+    'sglang_server_port': [0, -1, 65536, 'http', True, 80.5, '80\n', 'inf', '1e999'],
     'sglang_server_tp_size': [0, -1, 'eight', True, 257, 2.5, '8\n'],
     'sglang_server_flags': [{'port\n': 1}, {'--port': 1}, {'api-key': 'x'}, {'config': '/x.yaml'},
                             {'disable-cuda-graph': True}, {'chat-template': 'a\nb'},
@@ -112,7 +112,8 @@ BAD = {
     'extraction_job_hidden_size': [-1, 1048577, 'big'],
     'extraction_job_captured_layers': [0, 65, 'three'],
     'extraction_job_max_length': [-1, 16777217],
-    'extraction_job_concurrency': [0, 4097, 'many'],
+    # 'inf' and '1e999' as strings: ansible-core's int conversion raises OverflowError on them
+    'extraction_job_concurrency': [0, 4097, 'many', 'inf', '-inf', '1e999', 'nan'],
     'extraction_job_request_timeout': [0, -1, 86401, NAN],
     'extraction_job_max_attempts': [0, 1001],
     'extraction_job_ack_timeout': [0, 86401, INF],
@@ -123,7 +124,7 @@ BAD = {
     'extraction_job_output_free_resume_gib': [-1, 1048577],
     # a fraction of the shard's size (the job checks 0 to 1)
     'extraction_job_space_margin': [-0.1, 11, 1.5, 10],
-    'extraction_job_restart_sec': [-1, 86401],
+    'extraction_job_restart_sec': [-1, 86401, 'inf'],
     'extraction_job_chat_ignore_tokens': [['esc\x1bape'], ['<think>\r\n']],
 }
 # rule 1 for every string variable: a newline or another control character in it (the chat
@@ -309,6 +310,16 @@ def test_a_rule_between_variables_is_named(values, expected):
 ])
 def test_values_that_keep_the_rules_between_variables_pass(values):
     assert role_value_errors(SPECS[ROLE_OF[sorted(values)[0]]], values) == []
+
+
+def test_inf_for_an_integer_is_one_named_error_among_the_others():
+    errors = role_value_errors(SPECS['extraction_job'], {
+        'extraction_job_concurrency': 'inf', 'extraction_job_max_attempts': '1e999', 'extraction_job_name': 'a-b',
+        'extraction_job_drain_workers': 4})
+    assert len(errors) == 3, errors
+    assert [name for name in ('extraction_job_concurrency', 'extraction_job_max_attempts', 'extraction_job_name')
+            if len([error for error in errors if name in error]) != 1] == [], errors
+    assert "extraction_job_concurrency='inf'" in ' '.join(errors)
 
 
 def test_a_value_that_breaks_its_own_rule_is_not_compared_with_another():
