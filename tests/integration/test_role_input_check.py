@@ -114,3 +114,20 @@ CHECK_MODE_PLAY = [{
 def test_both_checks_run_in_check_mode(tmp_path):
     run, _out = ansible_playbook(tmp_path, 'check', CHECK_MODE_PLAY, '--check')
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+
+
+# A value the role's argument spec refuses: ansible-core's validation prints the spec it checked
+# against, its defaults templated; the API key's default must not be the server's key rendered.
+SPEC_FAILURE_PLAY = [{
+    'hosts': 'localhost', 'gather_facts': False,
+    'vars': {'sglang_server_api_key': KEY, 'extraction_job_concurrency': 'many'},
+    'tasks': [{'name': 'The role with a value its spec refuses', 'ansible.builtin.include_role': {
+        'name': 'eagle3.extraction.extraction_job'}}],
+}]
+
+
+def test_an_argument_spec_failure_shows_no_key(tmp_path):
+    for verbosity in ([], ['-vvv']):
+        run, _out = ansible_playbook(tmp_path, 'spec', SPEC_FAILURE_PLAY, *verbosity)
+        assert run.returncode != 0 and 'extraction_job_concurrency' in run.stdout, run.stdout[-3000:]
+        assert KEY not in run.stdout + run.stderr, verbosity
