@@ -52,6 +52,8 @@ SYSTEM_TREES = ('/proc/', '/sys/', '/boot/')
 
 DOTTED_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*')
 UNIT_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9:_.@-]{0,200}')
+# a template unit's prefix, which the role makes <name>@.service of: no '@', no suffix
+TEMPLATE_UNIT_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9:_.-]{0,200}(?<!\.service)')
 DRIVER_VERSION = re.compile(r'[0-9]{1,4}(\.[0-9]{1,4}){0,2}')
 HOST = re.compile(r'[A-Za-z0-9_.:-]{1,253}')
 NODE_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}')
@@ -336,7 +338,9 @@ RULES = {
     'extraction_job_config_dir': _path(),
     'extraction_job_data_dir': _path(),
     'extraction_job_log_dir': _path(),
-    'extraction_job_unit': _pattern(UNIT_NAME, 'a unit name: letters, digits and :_.@-'),
+    'extraction_job_unit': _pattern(TEMPLATE_UNIT_NAME, 'a template unit\'s name without @.service: letters, '
+                                                        'digits and :_.-'),
+    'extraction_job_systemd_dir': _path(),
     'extraction_job_server_unit': _pattern(UNIT_NAME, 'a unit name: letters, digits and :_.@-'),
     'extraction_job_hidden_size': _number(0, 1048576),
     'extraction_job_captured_layers': _number(1, 64),
