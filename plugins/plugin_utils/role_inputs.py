@@ -28,6 +28,7 @@ import re
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.eagle3.extraction.plugins.filter.sglang_server_unit import (
     bad_character, sglang_server_config, systemd_environment)
@@ -399,6 +400,17 @@ def _wheelhouse_for_src(values):
     return None
 
 
+def _dataset_on_the_controller(values):
+    """The dataset is copied from the controller (where both checks run) unless it is on the host."""
+    dataset, on_host = values['extraction_job_dataset'], values['extraction_job_dataset_on_host']
+    if dataset == '' or boolean(on_host, strict=False):
+        return None
+    if not os.path.isfile(dataset):
+        return ('extraction_job_dataset=%s is not a file on the controller; give the path of the JSON Lines dataset '
+                '(or set extraction_job_dataset_on_host when it is on the host)' % show(dataset))
+    return None
+
+
 class CrossRule:
     """A rule between variables of one role: fn({name: value}) -> a whole message or None."""
 
@@ -416,6 +428,7 @@ CROSS_RULES = (
              'the job stops below the floor and sends again above the resume level'),
     CrossRule(('extraction_job_shard_indexes', 'extraction_job_shard_count'), _shards_in_count),
     CrossRule(('ml_env_wheelhouse_src', 'ml_env_wheelhouse'), _wheelhouse_for_src),
+    CrossRule(('extraction_job_dataset', 'extraction_job_dataset_on_host'), _dataset_on_the_controller),
 )
 
 MESSAGE_RULES = frozenset(RULES[name].check for name in (

@@ -55,6 +55,10 @@ BAD = [{name: value} for name, value in CASES_MODULE.CASES] + [
     {'sglang_server_flags': {'tp-size': 0}},
     {'sglang_server_flags': {'mem-fraction-static': 1.2}},
     {'ml_env_wheelhouse_src': '/srv/wheels'},
+    # a dataset that is not on the controller (the role refused it after the servers were deployed)
+    {'extraction_job_dataset': '/nonexistent/eagle3-dataset.jsonl'},
+    {'extraction_job_dataset': '/nonexistent/eagle3-dataset.jsonl', 'extraction_job_dataset_on_host': 'no'},
+    {'extraction_job_dataset': '/'},
 ]
 GOOD = [{name: value} for name, values in CASES_MODULE.GOOD.items()
         for value in GOOD_OVERRIDES.get(name, values)] + [
@@ -66,6 +70,10 @@ GOOD = [{name: value} for name, values in CASES_MODULE.GOOD.items()
     {'extraction_job_shard_indexes': [0, 2], 'extraction_job_shard_count': 3},
     {'sglang_server_flags': {'tp-size': 4, 'mem-fraction-static': 0.85}},
     {'ml_env_wheelhouse_src': '/srv/wheels', 'ml_env_wheelhouse': '/root/wheels'},
+    # on the controller (this file), or on the host: not read here
+    {'extraction_job_dataset': os.path.abspath(__file__)},
+    {'extraction_job_dataset': '/nonexistent/eagle3-dataset.jsonl', 'extraction_job_dataset_on_host': True},
+    {'extraction_job_dataset': ''},
 ]
 
 
