@@ -431,6 +431,47 @@ CROSS_RULES = (
     CrossRule(('extraction_job_dataset', 'extraction_job_dataset_on_host'), _dataset_on_the_controller),
 )
 
+
+
+def _dump_dir_is_the_servers(values):
+    job, server = values['extraction_job_dump_dir'], values['sglang_server_dump_dir']
+    if job.rstrip('/') != server.rstrip('/'):
+        return ('extraction_job_dump_dir=%s is not the server\'s dump dir (sglang_server_dump_dir=%s): the job waits '
+                'for dumps the server writes elsewhere, every sample its ack timeout, each attempt; leave '
+                'extraction_job_dump_dir unset (it follows the server\'s) or give the same dir' % (show(job), show(server)))
+    return None
+
+
+# the rules between variables of two roles, on one host: inventory_check with a value not set as its role's
+# plain default; role_input_check of the first name's role with the other name when the play has it
+ACROSS_ROLES = (
+    CrossRule(('extraction_job_dump_dir', 'sglang_server_dump_dir'), _dump_dir_is_the_servers),
+)
+ACROSS_NAMES = frozenset(name for rule in ACROSS_ROLES for name in rule.names[1:])
+
+
+def across_role_errors(specs, values, defaults=True):
+    """ACROSS_ROLES among one host's values ({name: value}); a name not in values counts with its spec's
+    default when defaults and that is not a template, else the rule is left out."""
+    options = dict((name, option) for role in ROLES for name, option in specs[role].items())
+    errors = []
+    for rule in ACROSS_ROLES:
+        if not set(rule.names) & set(values):
+            continue
+        found = {}
+        for name in rule.names:
+            value = values[name] if name in values else options[name].get('default') if defaults else None
+            # a value that breaks its own rule is named by it, not compared
+            if not isinstance(value, str) or '{{' in value or (name in RULES and RULES[name].check(value)):
+                break
+            found[name] = value
+        else:
+            reason = rule.check(found)
+            if reason:
+                errors.append(reason)
+    return errors
+
+
 MESSAGE_RULES = frozenset(RULES[name].check for name in (
     'sglang_server_flags', 'sglang_server_extra_args', 'sglang_server_env', 'sglang_server_api_key'))
 
@@ -576,6 +617,7 @@ def host_value_errors(specs, values):
     errors = []
     for role in ROLES:
         errors.extend(role_value_errors(specs[role], values))
+    errors.extend(across_role_errors(specs, values))
     return errors
 
 

@@ -325,6 +325,19 @@ def test_inf_for_an_integer_is_one_named_error_among_the_others():
     assert "extraction_job_concurrency='inf'" in ' '.join(errors)
 
 
+@pytest.mark.parametrize('values,expected', [
+    ({'extraction_job_dump_dir': '/dev/shm/other'}, "extraction_job_dump_dir='/dev/shm/other' is not the server's "
+                                                    "dump dir (sglang_server_dump_dir='/dev/shm/sglang_hs')"),
+    ({'extraction_job_dump_dir': '/dev/shm/a', 'sglang_server_dump_dir': '/dev/shm/b'}, "is not the server's"),
+    ({'sglang_server_dump_dir': '/dev/shm/b', 'extraction_job_dump_dir': '/dev/shm/b'}, None),
+    # the job's default follows the server's
+    ({'sglang_server_dump_dir': '/dev/shm/b'}, None),
+])
+def test_the_job_s_dump_dir_is_the_server_s(values, expected):
+    errors = host_value_errors(SPECS, values)
+    assert (errors == []) if expected is None else (len(errors) == 1 and expected in errors[0]), errors
+
+
 def test_a_value_that_breaks_its_own_rule_is_not_compared_with_another():
     errors = role_value_errors(SPECS['extraction_job'], {'extraction_job_shm_low': 2, 'extraction_job_shm_high': 0.7})
     assert len(errors) == 1 and errors[0].startswith('extraction_job_shm_low=2 is out of range'), errors
