@@ -214,9 +214,9 @@ def unit_errors(wants, unit_dirs):
                      if os.path.realpath(d) != os.path.realpath(want['dir'])
                      and os.path.lexists(os.path.join(d, want['name']))]
         if elsewhere:
+            shown = (want['variable'], want['name'], ', '.join(elsewhere), want['variable'])
             errors.append("%s gives the unit %s, which is not this role's: systemd has it already (%s). Nothing was "
-                          "changed: give %s a name no unit has" % (want['variable'], want['name'], ', '.join(elsewhere),
-                                                                  want['variable']))
+                          "changed: give %s a name no unit has" % shown)
             continue
         if not os.path.lexists(own):
             continue

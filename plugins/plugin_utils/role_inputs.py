@@ -432,7 +432,6 @@ CROSS_RULES = (
 )
 
 
-
 def _dump_dir_is_the_servers(values):
     job, server = values['extraction_job_dump_dir'], values['sglang_server_dump_dir']
     if job.rstrip('/') != server.rstrip('/'):
