@@ -191,6 +191,8 @@ def test_the_preflight_refuses_what_is_another_s_and_takes_a_linked_dataset(tmp_
         'user_unit': {'extraction_job_unit': 'user'},
         'getty_unit': {'extraction_job_unit': 'getty'},
         'unmarked_unit': {'extraction_job_unit': 'mine'},
+        'missing_dataset': {'extraction_job_dataset': str(tmp_path / 'missing.jsonl')},
+        'unset_dataset': {'extraction_job_dataset': ''},
     }
     play = [{'hosts': 'localhost', 'gather_facts': False, 'vars': {'found': {}},
              'tasks': [_preflight_block(name, dict(base, **more)) for name, more in cases.items()] + [
@@ -216,7 +218,11 @@ def test_the_preflight_refuses_what_is_another_s_and_takes_a_linked_dataset(tmp_
         'getty_unit': ['extraction_job_unit gives the unit getty@.service'],
         'unmarked_unit': ['extraction_job_unit gives the unit file %s, which is not this role\'s' % (systemd / 'mine@.service')],
         'stop_user': ['extraction_job_unit gives the unit user@.service'],
+        'missing_dataset': ["extraction_job_dataset='%s' is not a file on the controller" % (tmp_path / 'missing.jsonl')],
+        'unset_dataset': ['extraction_job_dataset is not set'],
     }
+    tasks = {'stop_user': "Refuse a unit that is not the role's", 'unset_dataset': 'Fail on an unset dataset',
+             'missing_dataset': 'Check every value of the role against its rules'}
     # the system's own templates, where this host has them
     for name in ('user_unit', 'getty_unit', 'stop_user'):
         unit = expected[name][0].split()[4]
@@ -225,7 +231,7 @@ def test_the_preflight_refuses_what_is_another_s_and_takes_a_linked_dataset(tmp_
     wrong = []
     for name, texts in expected.items():
         result = found.get(name, {})
-        if result.get('task') not in (refused, "Refuse a unit that is not the role's") or \
+        if result.get('task') != tasks.get(name, refused) or \
                 not all(text in result.get('msg', '') for text in texts):
             wrong.append('%s: %s' % (name, result))
     assert wrong == [], '\n'.join(wrong)
