@@ -10,7 +10,7 @@ from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.controller_check import ControllerCheck
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
-    ROLES, load_specs, required_errors, role_value_errors)
+    ACROSS_NAMES, ROLES, across_role_errors, load_specs, required_errors, role_value_errors)
 
 
 class ActionModule(ControllerCheck):
@@ -18,9 +18,11 @@ class ActionModule(ControllerCheck):
 
     def check(self, args, task_vars, result):
         role = args['role']
-        options = load_specs()[role]
+        specs = load_specs()
+        options = specs[role]
         values, unresolved, errors = {}, [], []
-        for name in sorted(options):
+        # the variables of another role a rule of this one compares with (the server's dump dir), when the play has them
+        for name in sorted(set(options) | ACROSS_NAMES):
             if name not in task_vars:
                 continue
             try:
@@ -31,6 +33,7 @@ class ActionModule(ControllerCheck):
                 errors.append('%s cannot be read: %s' % (name, exc.message))
         errors.extend(required_errors(values, [name for name in options if name not in unresolved]))
         errors.extend(role_value_errors(options, values))
+        errors.extend(across_role_errors(specs, values, defaults=False))
         result.update(changed=False, unresolved=unresolved)
         if errors:
             result.update(failed=True, errors=errors,

@@ -28,6 +28,7 @@ import re
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.eagle3.extraction.plugins.filter.sglang_server_unit import (
     bad_character, sglang_server_config, systemd_environment)
@@ -52,6 +53,8 @@ SYSTEM_TREES = ('/proc/', '/sys/', '/boot/')
 
 DOTTED_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*')
 UNIT_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9:_.@-]{0,200}')
+# a template unit's prefix, which the role makes <name>@.service of: no '@', no suffix
+TEMPLATE_UNIT_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9:_.-]{0,200}(?<!\.service)')
 DRIVER_VERSION = re.compile(r'[0-9]{1,4}(\.[0-9]{1,4}){0,2}')
 HOST = re.compile(r'[A-Za-z0-9_.:-]{1,253}')
 NODE_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}')
@@ -87,7 +90,7 @@ def _number(minimum, maximum, unit=''):
     def check(value):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return 'not a number'
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):
             return 'not a finite number'
         if not minimum <= value <= maximum:
             return 'out of range'
@@ -336,7 +339,9 @@ RULES = {
     'extraction_job_config_dir': _path(),
     'extraction_job_data_dir': _path(),
     'extraction_job_log_dir': _path(),
-    'extraction_job_unit': _pattern(UNIT_NAME, 'a unit name: letters, digits and :_.@-'),
+    'extraction_job_unit': _pattern(TEMPLATE_UNIT_NAME, 'a template unit\'s name without @.service: letters, '
+                                                        'digits and :_.-'),
+    'extraction_job_systemd_dir': _path(),
     'extraction_job_server_unit': _pattern(UNIT_NAME, 'a unit name: letters, digits and :_.@-'),
     'extraction_job_hidden_size': _number(0, 1048576),
     'extraction_job_captured_layers': _number(1, 64),
@@ -395,6 +400,17 @@ def _wheelhouse_for_src(values):
     return None
 
 
+def _dataset_on_the_controller(values):
+    """The dataset is copied from the controller (where both checks run) unless it is on the host."""
+    dataset, on_host = values['extraction_job_dataset'], values['extraction_job_dataset_on_host']
+    if dataset == '' or boolean(on_host, strict=False):
+        return None
+    if not os.path.isfile(dataset):
+        return ('extraction_job_dataset=%s is not a file on the controller; give the path of the JSON Lines dataset '
+                '(or set extraction_job_dataset_on_host when it is on the host)' % show(dataset))
+    return None
+
+
 class CrossRule:
     """A rule between variables of one role: fn({name: value}) -> a whole message or None."""
 
@@ -412,7 +428,48 @@ CROSS_RULES = (
              'the job stops below the floor and sends again above the resume level'),
     CrossRule(('extraction_job_shard_indexes', 'extraction_job_shard_count'), _shards_in_count),
     CrossRule(('ml_env_wheelhouse_src', 'ml_env_wheelhouse'), _wheelhouse_for_src),
+    CrossRule(('extraction_job_dataset', 'extraction_job_dataset_on_host'), _dataset_on_the_controller),
 )
+
+
+def _dump_dir_is_the_servers(values):
+    job, server = values['extraction_job_dump_dir'], values['sglang_server_dump_dir']
+    if job.rstrip('/') != server.rstrip('/'):
+        return ('extraction_job_dump_dir=%s is not the server\'s dump dir (sglang_server_dump_dir=%s): the job waits '
+                'for dumps the server writes elsewhere, every sample its ack timeout, each attempt; leave '
+                'extraction_job_dump_dir unset (it follows the server\'s) or give the same dir' % (show(job), show(server)))
+    return None
+
+
+# the rules between variables of two roles, on one host: inventory_check with a value not set as its role's
+# plain default; role_input_check of the first name's role with the other name when the play has it
+ACROSS_ROLES = (
+    CrossRule(('extraction_job_dump_dir', 'sglang_server_dump_dir'), _dump_dir_is_the_servers),
+)
+ACROSS_NAMES = frozenset(name for rule in ACROSS_ROLES for name in rule.names[1:])
+
+
+def across_role_errors(specs, values, defaults=True):
+    """ACROSS_ROLES among one host's values ({name: value}); a name not in values counts with its spec's
+    default when defaults and that is not a template, else the rule is left out."""
+    options = dict((name, option) for role in ROLES for name, option in specs[role].items())
+    errors = []
+    for rule in ACROSS_ROLES:
+        if not set(rule.names) & set(values):
+            continue
+        found = {}
+        for name in rule.names:
+            value = values[name] if name in values else options[name].get('default') if defaults else None
+            # a value that breaks its own rule is named by it, not compared
+            if not isinstance(value, str) or '{{' in value or (name in RULES and RULES[name].check(value)):
+                break
+            found[name] = value
+        else:
+            reason = rule.check(found)
+            if reason:
+                errors.append(reason)
+    return errors
+
 
 MESSAGE_RULES = frozenset(RULES[name].check for name in (
     'sglang_server_flags', 'sglang_server_extra_args', 'sglang_server_env', 'sglang_server_api_key'))
@@ -464,15 +521,12 @@ def role_value_errors(options, values):
     given = dict((k, v) for k, v in given.items() if not (isinstance(v, float) and not math.isfinite(v)))
     spec = dict((name, dict((k, v) for k, v in option.items() if k not in ('description', 'default')))
                 for name, option in options.items() if name in given)
-    result = ArgumentSpecValidator(spec).validate(given)
-    for error in result.errors:
-        text = str(error)
+    texts, converted, failed = _spec_errors(spec, given)
+    for text in texts:
         for name in spec:
             if spec[name].get('no_log') and isinstance(given[name], str) and given[name]:
                 text = text.replace(given[name], '(hidden)')
         errors.append(text)
-    converted = result.validated_parameters
-    failed = set(name for name in spec if any(name in str(e) for e in result.errors))
     for name in sorted(given):
         secret = bool(spec[name].get('no_log'))
         control = _control_errors(name, given[name], secret)
@@ -495,6 +549,35 @@ def role_value_errors(options, values):
             failed.add(name)
     errors.extend(cross_errors(options, given, converted, failed))
     return errors
+
+
+def _spec_errors(spec, given):
+    """The argument spec's messages, its conversion and the names that failed it.
+
+    ansible-core's int conversion raises OverflowError on 'inf' or '1e999': then each value is
+    validated alone, so that such a value is one named error and every other one is still checked.
+    """
+    try:
+        result = ArgumentSpecValidator(spec).validate(given)
+    except (OverflowError, ValueError):
+        texts, converted, failed = [], {}, set()
+        for name in sorted(spec):
+            try:
+                alone = ArgumentSpecValidator({name: spec[name]}).validate({name: given[name]})
+            except (OverflowError, ValueError):
+                texts.append('%s=%s is not a finite number; give %s' % (
+                    name, '(hidden)' if spec[name].get('no_log') else show(given[name]),
+                    RULES[name].what if name in RULES else 'a value of type %s' % spec[name].get('type', 'str')))
+                failed.add(name)
+                continue
+            found = [str(error) for error in alone.errors]
+            texts.extend(found)
+            converted.update(alone.validated_parameters)
+            if found:
+                failed.add(name)
+        return texts, converted, failed
+    failed = set(name for name in spec if any(name in str(e) for e in result.errors))
+    return [str(error) for error in result.errors], result.validated_parameters, failed
 
 
 def cross_errors(options, given, converted, failed=()):
@@ -533,6 +616,7 @@ def host_value_errors(specs, values):
     errors = []
     for role in ROLES:
         errors.extend(role_value_errors(specs[role], values))
+    errors.extend(across_role_errors(specs, values))
     return errors
 
 

@@ -106,6 +106,12 @@ def bind(values):
     return variable, _host(variable, host)
 
 
+def http_port(values):
+    """(the variable, the port) the server serves HTTP on, as the config file will hold it; AddressError when bad."""
+    variable, port = _merged(values, 'port', 'sglang_server_port')
+    return variable, _port(variable, port)
+
+
 def loopback(host):
     """Whether a bind host serves only its own container."""
     return host in LOOPBACK or bool(_ip(host) and _ip(host).is_loopback)
@@ -127,7 +133,7 @@ def _controller_host(name, values, bind_host):
 
 
 def _own(name, values):
-    port = _port(*_merged(values, 'port', 'sglang_server_port'))
+    dummy, port = http_port(values)
     dummy, bind_host = bind(values)
     controller = _url(_controller_host(name, values, bind_host), port)
     local = _url(LOCAL.get(bind_host, bind_host), port)

@@ -161,6 +161,24 @@ def _rank0_loopback_errors(name, rank0, values):
                                  else ' (the default)')]
 
 
+def _dist_init_port_errors(name, rank0, values):
+    """--dist-init-addr's port is rank 0's own: it cannot be the port rank 0 serves HTTP on."""
+    # server_address reads this module's layout: imported here, not at the top
+    from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_address import (  # pylint: disable=import-outside-toplevel
+        AddressError, http_port)
+    try:
+        variable, port = http_port(values)
+    except AddressError:
+        return []   # inventory_check names it with the addresses
+    dist = _rank(values.get('sglang_server_dist_init_port', DEFAULT_DIST_INIT_PORT))
+    if dist != port:
+        return []
+    return ['server %s: rank 0 (%s) has sglang_server_dist_init_port=%d%s, the port it serves HTTP on (%s=%d); the '
+            'nodes meet on another port: give sglang_server_dist_init_port a free one'
+            % (name, rank0, dist, '' if 'sglang_server_dist_init_port' in values else ' (the default)', variable,
+               port)]
+
+
 def layout_errors(hosts, serial='100%'):
     """What cannot work, as messages naming the server, its hosts and the values."""
     errors = []
@@ -194,6 +212,7 @@ def layout_errors(hosts, serial='100%'):
                               % (name, tp, ', '.join('%s %d' % pair for pair in counts), total))
         rank0 = layout(hosts, nodes[0])['rank0']
         errors.extend(_rank0_loopback_errors(name, rank0, hosts[rank0]))
+        errors.extend(_dist_init_port_errors(name, rank0, hosts[rank0]))
         if serial != '100%' and list(serial if isinstance(serial, (list, tuple)) else [serial]) != ['100%']:
             errors.append('server %s spans %s: its nodes start together, so extract_serial=%s must be "100%%"'
                           % (name, ', '.join(nodes), show(serial)))

@@ -71,3 +71,26 @@ def test_a_host_no_address_can_be_made_of_is_refused_once(tmp_path):
     result = check(tmp_path, {'ct1': container(101, '10.0.0.1', sglang_server_flags={'host': 'fd00:::5'})})
     assert result['errors'] == ["ct1: sglang_server_flags['host']='fd00:::5' is not an address to listen on; give an "
                                 "IPv4 or IPv6 address (without brackets), a host name, 0.0.0.0 or ::"]
+
+
+def test_every_bad_value_of_the_job_is_named_inf_included(tmp_path):
+    """'inf' for an integer is one named error, not a crash that hides the others; what the role refused after
+    the servers were deployed (a job name with '-', a dataset not on the controller, a dump dir that is not the
+    server's, a dist-init port on the HTTP port) is named here, before any host is touched."""
+    node = {'sglang_server_name': 'duo', 'sglang_server_host': '0.0.0.0', 'sglang_server_tp_size': 4,
+            'gpu_check_gpu_count': 2, 'sglang_server_port': 5000}
+    result = check(tmp_path, {
+        'ct1': container(101, '10.0.0.1', extraction_job_concurrency='inf', extraction_job_name='share-gpt'),
+        'ct2': container(102, '10.0.0.2', extraction_job_dataset=str(tmp_path / 'missing.jsonl')),
+        'ct3': container(103, '10.0.0.3', extraction_job_dump_dir='/dev/shm/elsewhere'),
+        'ct4': container(104, '10.0.0.4', sglang_server_node_rank=0, **node),
+        'ct5': container(105, '10.0.0.5', sglang_server_node_rank=1, **node),
+    })
+    assert result['failed']
+    expected = ["ct1: extraction_job_concurrency='inf' is not a finite number", "ct1: extraction_job_name='share-gpt'",
+                "ct2: extraction_job_dataset='%s' is not a file on the controller" % (tmp_path / 'missing.jsonl'),
+                "ct3: extraction_job_dump_dir='/dev/shm/elsewhere' is not the server's dump dir",
+                'server duo: rank 0 (ct4) has sglang_server_dist_init_port=5000 (the default), the port it serves HTTP']
+    assert [text for text in expected if not any(error.startswith(text) for error in result['errors'])] == [], \
+        result['errors']
+    assert len(result['errors']) == len(expected), result['errors']

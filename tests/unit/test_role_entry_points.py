@@ -20,7 +20,7 @@ READ_ONLY = {
     'ansible.builtin.stat', 'ansible.builtin.find', 'ansible.builtin.slurp', 'ansible.builtin.include_vars',
     'ansible.builtin.import_tasks', 'ansible.builtin.command',
     'eagle3.extraction.python_env_facts', 'eagle3.extraction.server_host_facts', 'eagle3.extraction.gpu_facts',
-    'eagle3.extraction.role_input_check',
+    'eagle3.extraction.role_input_check', 'eagle3.extraction.owned_paths',
 }
 CHECK_MODE_ONLY = {'eagle3.extraction.sglang_source_patch', 'eagle3.extraction.pct_container'}
 KEYWORDS = {'name', 'vars', 'register', 'when', 'loop', 'loop_control', 'tags', 'check_mode', 'changed_when',

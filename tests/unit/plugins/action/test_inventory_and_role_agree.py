@@ -55,6 +55,13 @@ BAD = [{name: value} for name, value in CASES_MODULE.CASES] + [
     {'sglang_server_flags': {'tp-size': 0}},
     {'sglang_server_flags': {'mem-fraction-static': 1.2}},
     {'ml_env_wheelhouse_src': '/srv/wheels'},
+    # a dataset that is not on the controller (the role refused it after the servers were deployed)
+    {'extraction_job_dataset': '/nonexistent/eagle3-dataset.jsonl'},
+    {'extraction_job_dataset': '/nonexistent/eagle3-dataset.jsonl', 'extraction_job_dataset_on_host': 'no'},
+    {'extraction_job_dataset': '/'},
+    # a job dump dir that is not the server's: every sample waits its ack timeout
+    {'extraction_job_dump_dir': '/dev/shm/elsewhere', 'sglang_server_dump_dir': '/dev/shm/sglang_hs'},
+    {'extraction_job_dump_dir': '/dev/shm/sglang_hs', 'sglang_server_dump_dir': '/dev/shm/moved'},
 ]
 GOOD = [{name: value} for name, values in CASES_MODULE.GOOD.items()
         for value in GOOD_OVERRIDES.get(name, values)] + [
@@ -66,6 +73,11 @@ GOOD = [{name: value} for name, values in CASES_MODULE.GOOD.items()
     {'extraction_job_shard_indexes': [0, 2], 'extraction_job_shard_count': 3},
     {'sglang_server_flags': {'tp-size': 4, 'mem-fraction-static': 0.85}},
     {'ml_env_wheelhouse_src': '/srv/wheels', 'ml_env_wheelhouse': '/root/wheels'},
+    # on the controller (this file), or on the host: not read here
+    {'extraction_job_dataset': os.path.abspath(__file__)},
+    {'extraction_job_dataset': '/nonexistent/eagle3-dataset.jsonl', 'extraction_job_dataset_on_host': True},
+    {'extraction_job_dataset': ''},
+    {'extraction_job_dump_dir': '/dev/shm/moved', 'sglang_server_dump_dir': '/dev/shm/moved/'},
 ]
 
 
@@ -110,7 +122,9 @@ def inventory_verdicts(cases):
 
 def role_verdict(case):
     """role_input_check's errors for the role of case's variables, the role's plain defaults beside."""
-    roles = set(ROLE_OF[name] for name in case)
+    # a rule across two roles (ACROSS_ROLES) is the first name's role's; the play has the other's value
+    roles = set(ROLE_OF[name] for name in case if name not in role_inputs.ACROSS_NAMES) or set(
+        ROLE_OF[name] for name in case)
     assert len(roles) == 1, case
     role = roles.pop()
     task_vars = dict(DEFAULTS[role], **BASE)

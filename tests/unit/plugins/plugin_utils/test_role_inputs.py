@@ -64,7 +64,7 @@ BAD = {
     'sglang_server_module': ['sglang.launch_server --api-key x', 'sglang/launch_server', 'sglang.\n'],
     'sglang_server_model_path': ['models/kimi', '/srv/models\n', '/', '/usr'],
     'sglang_server_host': ['0.0.0.0\n', 'a host', ''],
-    'sglang_server_port': [0, -1, 65536, 'http', True, 80.5, '80\n'],
+    'sglang_server_port': [0, -1, 65536, 'http', True, 80.5, '80\n', 'inf', '1e999'],
     'sglang_server_tp_size': [0, -1, 'eight', True, 257, 2.5, '8\n'],
     'sglang_server_flags': [{'port\n': 1}, {'--port': 1}, {'api-key': 'x'}, {'config': '/x.yaml'},
                             {'disable-cuda-graph': True}, {'chat-template': 'a\nb'},
@@ -96,23 +96,27 @@ BAD = {
     'sglang_server_dist_init_host': ['two hosts', 'host;reboot', 'a/b'],
     'sglang_server_socket_ifname': ['eth 0', 'eth0;', '^', 'averyveryverylongname0', 'eth0,,eth1'],
     # no '-': a rid is <name>-<sample id> (the job refuses it: names.JOB_RE)
-    'extraction_job_name': ['two words', '../up', '-x', 'x' * 65, 'sharegpt-v2', '.hidden'],
+    # a trailing newline too (match('^...$') let it through)
+    'extraction_job_name': ['two words', '../up', '-x', 'x' * 65, 'sharegpt-v2', '.hidden', 'job\n'],
     'extraction_job_shard_count': [0, -1, 'two', True, 100001, 1.5, '1\n'],
     'extraction_job_shard_indexes': [[], [-1], ['a'], [0, 0], 0, [True], '0'],
     'extraction_job_server_url': ['localhost:30000', 'ftp://x', 'http://', 'http://a b', 'http://x\n'],
     'extraction_job_output_root': ['relative', '/', '/var/lib', '/srv/a b'],
     'extraction_job_dump_dir': ['/dev/shm', 'shm'],
     'extraction_job_python': ['python3', ''],
-    'extraction_job_install_dir': ['/opt', 'opt/x'],
+    'extraction_job_install_dir': ['/opt', 'opt/x', '/opt/x\n', '/opt/x\nExecStartPre=/bin/true'],
     'extraction_job_config_dir': ['/etc', 'etc/x'],
     'extraction_job_data_dir': ['/var/lib', '/proc/x'],
-    'extraction_job_log_dir': ['/var/log', 'logs'],
-    'extraction_job_unit': ['two words', 'a/b', ''],
-    'extraction_job_server_unit': ['two words', ''],
+    'extraction_job_log_dir': ['/var/log', 'logs', '/var/log/x\n', '/var/log/x\nExecStopPost=/bin/true'],
+    # the role writes <unit>@.service: no '@' of its own, no path
+    'extraction_job_unit': ['two words', 'a/b', '', '../x', 'x\n', 'a@b', 'user@', 'job.service'],
+    'extraction_job_systemd_dir': ['systemd', '/etc', '/etc/systemd/system\n', '/etc/../tmp'],
+    'extraction_job_server_unit': ['two words', '', '../x', 'sglang\nExecStartPre=/bin/true', 'sglang\n'],
     'extraction_job_hidden_size': [-1, 1048577, 'big'],
     'extraction_job_captured_layers': [0, 65, 'three'],
     'extraction_job_max_length': [-1, 16777217],
-    'extraction_job_concurrency': [0, 4097, 'many'],
+    # 'inf' and '1e999' as strings: ansible-core's int conversion raises OverflowError on them
+    'extraction_job_concurrency': [0, 4097, 'many', 'inf', '-inf', '1e999', 'nan'],
     'extraction_job_request_timeout': [0, -1, 86401, NAN],
     'extraction_job_max_attempts': [0, 1001],
     'extraction_job_ack_timeout': [0, 86401, INF],
@@ -123,7 +127,7 @@ BAD = {
     'extraction_job_output_free_resume_gib': [-1, 1048577],
     # a fraction of the shard's size (the job checks 0 to 1)
     'extraction_job_space_margin': [-0.1, 11, 1.5, 10],
-    'extraction_job_restart_sec': [-1, 86401],
+    'extraction_job_restart_sec': [-1, 86401, 'inf'],
     'extraction_job_chat_ignore_tokens': [['esc\x1bape'], ['<think>\r\n']],
 }
 # rule 1 for every string variable: a newline or another control character in it (the chat
@@ -309,6 +313,29 @@ def test_a_rule_between_variables_is_named(values, expected):
 ])
 def test_values_that_keep_the_rules_between_variables_pass(values):
     assert role_value_errors(SPECS[ROLE_OF[sorted(values)[0]]], values) == []
+
+
+def test_inf_for_an_integer_is_one_named_error_among_the_others():
+    errors = role_value_errors(SPECS['extraction_job'], {
+        'extraction_job_concurrency': 'inf', 'extraction_job_max_attempts': '1e999', 'extraction_job_name': 'a-b',
+        'extraction_job_drain_workers': 4})
+    assert len(errors) == 3, errors
+    assert [name for name in ('extraction_job_concurrency', 'extraction_job_max_attempts', 'extraction_job_name')
+            if len([error for error in errors if name in error]) != 1] == [], errors
+    assert "extraction_job_concurrency='inf'" in ' '.join(errors)
+
+
+@pytest.mark.parametrize('values,expected', [
+    ({'extraction_job_dump_dir': '/dev/shm/other'}, "extraction_job_dump_dir='/dev/shm/other' is not the server's "
+                                                    "dump dir (sglang_server_dump_dir='/dev/shm/sglang_hs')"),
+    ({'extraction_job_dump_dir': '/dev/shm/a', 'sglang_server_dump_dir': '/dev/shm/b'}, "is not the server's"),
+    ({'sglang_server_dump_dir': '/dev/shm/b', 'extraction_job_dump_dir': '/dev/shm/b'}, None),
+    # the job's default follows the server's
+    ({'sglang_server_dump_dir': '/dev/shm/b'}, None),
+])
+def test_the_job_s_dump_dir_is_the_server_s(values, expected):
+    errors = host_value_errors(SPECS, values)
+    assert (errors == []) if expected is None else (len(errors) == 1 and expected in errors[0]), errors
 
 
 def test_a_value_that_breaks_its_own_rule_is_not_compared_with_another():

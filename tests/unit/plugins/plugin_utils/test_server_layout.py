@@ -36,6 +36,8 @@ GOOD = {
     'rank 0 beyond loopback through its flags': fleet(
         ct1=node(0, sglang_server_host='127.0.0.1', sglang_server_flags={'host': '0.0.0.0'}),
         ct3=node(1, sglang_server_flags={'host': '0.0.0.0'})),
+    'the dist-init port beside the HTTP port': fleet(ct1=node(0, sglang_server_dist_init_port=8001),
+                                                     ct3=node(1, sglang_server_dist_init_port=8001)),
     'the GPUs unknown': fleet(ct1=node(0, gpu_check_gpu_count=None), ct3=node(1, gpu_check_gpu_count=None)),
 }
 
@@ -95,6 +97,19 @@ BAD = [
     ('rank 0 on loopback through its flags', fleet(ct1=node(0, sglang_server_flags={'host': '::1'}),
                                                    ct3=node(1, sglang_server_flags={'host': '::1'})),
      "server duo: rank 0 (ct1) listens on sglang_server_flags['host']=::1"),
+    # loopback in other spellings: 127.0.0.0/8 and ::1 written out
+    ('rank 0 on 127.0.0.2', fleet(ct1=node(0, sglang_server_host='127.0.0.2'), ct3=node(1)),
+     'server duo: rank 0 (ct1) listens on sglang_server_host=127.0.0.2'),
+    ('rank 0 on ::1 written out', fleet(ct1=node(0, sglang_server_host='0:0:0:0:0:0:0:1'), ct3=node(1)),
+     'server duo: rank 0 (ct1) listens on sglang_server_host=0:0:0:0:0:0:0:1'),
+    # --dist-init-addr's port is rank 0's: not the one it serves HTTP on
+    ('dist-init port on the HTTP port', fleet(ct1=node(0, sglang_server_port=5000), ct3=node(1, sglang_server_port=5000)),
+     'server duo: rank 0 (ct1) has sglang_server_dist_init_port=5000 (the default), the port it serves HTTP on '
+     '(sglang_server_port=5000)'),
+    ('dist-init port on the HTTP port of the flags',
+     fleet(ct1=node(0, sglang_server_flags={'port': 30000}, sglang_server_dist_init_port=30000),
+           ct3=node(1, sglang_server_flags={'port': 30000}, sglang_server_dist_init_port=30000)),
+     "has sglang_server_dist_init_port=30000, the port it serves HTTP on (sglang_server_flags['port']=30000)"),
     ('a server named after another host', fleet(ct1=node(0, name='ct2'), ct3=node(1, name='ct2'),
                                                 ct2={'sglang_server_model_path': '/m'}),
      'server ct2 (sglang_server_name of ct1, ct3) has the name of the host ct2'),
@@ -170,3 +185,12 @@ def test_two_servers_cannot_share_a_container():
 def test_a_multi_node_server_is_not_held_to_one_node_s_tp_rule():
     hosts = GOOD['two nodes']
     assert cross_host_errors(hosts, ['pve1']) == []
+
+
+def test_an_ipv6_rank_0_is_put_into_the_urls_in_brackets():
+    from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_address import (  # pylint: disable=import-outside-toplevel
+        address)
+    hosts = fleet(ct1=node(0, address='fd00:200::101', sglang_server_host='fd00:200::101'), ct3=node(1, address='fd00:200::103'))
+    assert address(hosts, 'ct3')['client_url'] == 'http://[fd00:200::101]:8000'
+    assert address(hosts, 'ct1')['controller_url'] == 'http://[fd00:200::101]:8000'
+    assert layout(hosts, 'ct3')['dist_init_addr'] == '[fd00:200::101]:5000'
