@@ -238,7 +238,8 @@ def summarize(path, steps):
                 # last op; later than that, it waited for something else (a copy engine)
                 ready = max(call["ts"], last_end.get(stream, 0.0))
                 waited = max(0.0, start - ready)
-                w = waits[f"{name} on stream {stream}, {'small' if int(a.get('bytes', 0) or 0) < (1 << 20) else 'large'}"]
+                size = "small" if int(a.get("bytes", 0) or 0) < (1 << 20) else "large"
+                w = waits[f"{name} on stream {stream}, {size}"]
                 w[0] += 1
                 w[1] += waited
                 w[2] = max(w[2], waited)
@@ -273,7 +274,8 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", required=True)
     parser.add_argument("--dump", default="")
-    parser.add_argument("--variants", default="full", help="comma-separated; 'off' for a server without the capture")
+    parser.add_argument("--variants", default="full",
+                        help="comma-separated; 'off' for a server without the capture")
     parser.add_argument("--variant-file", default="")
     parser.add_argument("--profile-variants", default="", help="comma-separated; default: --variants")
     parser.add_argument("--rounds", type=int, default=3)
