@@ -101,17 +101,23 @@ def profile(args, tag):
         _unlink(os.path.join(out, name))
     done = threading.Event()
 
-    def traffic():
-        r = 0
-        while not done.is_set():
-            rids = [f"ptr-{tag}-{r}-{i}".replace("+", "_") for i in range(args.concurrency)]
-            with ThreadPoolExecutor(args.concurrency) as pool:
-                list(pool.map(lambda rid: generate(args.url, rid, prompt(rid, args.tokens)), rids))
-            r += 1
-            if args.dump:  # a few seconds of full rounds would fill /dev/shm otherwise
-                for name in os.listdir(args.dump):
-                    if name.endswith(".pt"):
-                        _unlink(os.path.join(args.dump, name))
+    def traffic():  # --concurrency requests in flight all the time, as in a round
+        def client(c):
+            n = 0
+            while not done.is_set():
+                rid = f"ptr-{tag}-{c}-{n}".replace("+", "_")
+                generate(args.url, rid, prompt(rid, args.tokens))
+                n += 1
+
+        with ThreadPoolExecutor(args.concurrency) as pool:
+            futures = [pool.submit(client, c) for c in range(args.concurrency)]
+            while not done.wait(0.5):
+                if args.dump:  # a few seconds of dumps would fill /dev/shm otherwise
+                    for name in os.listdir(args.dump):
+                        if name.endswith(".pt"):
+                            _unlink(os.path.join(args.dump, name))
+            for future in futures:
+                future.result()
 
     thread = threading.Thread(target=traffic, daemon=True)
     thread.start()
@@ -245,6 +251,11 @@ def summarize(path, steps):
                 w[2] = max(w[2], waited)
         last_end[stream] = max(last_end.get(stream, 0.0), start + dur)
     busy = _union(kernel_intervals)
+    # the forward stream (most kernel time): its gaps over 1 ms, where the GPU waited
+    main = max(per_stream, key=lambda k: per_stream[k]["kernel_us"])
+    starts = sorted((e["ts"], e["ts"] + e.get("dur", 0)) for e in gpu
+                    if e["cat"] == "kernel" and e.get("args", {}).get("stream") == main)
+    gaps = [b[0] - a[1] for a, b in zip(starts, starts[1:]) if b[0] - a[1] > 1000]
     top = sorted(by_kernel.items(), key=lambda kv: -kv[1][1])[:10]
     out = {
         "steps": steps,
@@ -252,6 +263,8 @@ def summarize(path, steps):
         "per_step_ms": round(window / 1e3 / max(steps, 1), 2),
         "kernel_busy_ms": round(busy / 1e3, 2),
         "gpu_idle_ms": round((window - busy) / 1e3, 2),
+        "forward_stream": str(main),
+        "forward_stream_gaps_over_1ms": [round(g / 1e3, 2) for g in gaps],
         "streams": {str(k): {"kernels": v["kernels"], "kernel_ms": round(v["kernel_us"] / 1e3, 2),
                              "copies": {n: {"n": c[0], "MB": round(c[1] / 1e6, 1),
                                             "ms": round(c[2] / 1e3, 2), "max_ms": round(c[3] / 1e3, 2),
