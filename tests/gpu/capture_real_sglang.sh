@@ -15,6 +15,9 @@
 #          8 layers, 32 experts, 128 prompts of 2,048 tokens, 32 at a time, 3 rounds
 #          each (round 0 right after the start, rounds 1-2 steady). TP=2 runs it with
 #          --tp-size 2 over two GPUs.
+#   profile  where the steady cost goes (capture_profile.py): rounds and torch
+#          profiles of a server without the capture and of one with it, whose parts
+#          are switched off round by round (capture_variants/sitecustomize.py)
 #   jobbench  the extraction job driving a capture-on server (wide model, as bench)
 #          against a bare client sending the same prompts (tests/gpu/job_bench.py).
 #   tp2    (two GPUs) the same prompts to a TP-1 server on GPU 0, then to TP-2 servers
@@ -166,6 +169,45 @@ elif [ "$MODE" = jobbench ]; then
     fail "jobbench server did not start"
   fi
   rm -rf "$OUTDIR"
+elif [ "$MODE" = profile ]; then
+  # Where the steady cost goes: a server without the capture, then one with it whose
+  # parts are switched off round by round (tests/gpu/capture_variants), each with a
+  # torch profile (tests/gpu/capture_profile.py). PROFILE_SERVERS picks "off", "on"
+  # or both (two calls of at most 10 minutes each); PROFILE_VARIANTS the variants.
+  DUMP=/dev/shm/hs-profile PROFILES=/tmp/capture-profiles
+  rm -rf "$DUMP"; mkdir -p "$DUMP" "$PROFILES"
+  python3 tests/gpu/model_config.py "$WORK/wide" --hidden 7168 --layers 8 --experts 32 --context 4096
+  for tag in ${PROFILE_SERVERS:-off on}; do
+    dump=-; SERVER_ENV=()
+    if [ "$tag" = on ]; then
+      dump=$DUMP
+      SERVER_ENV=(PYTHONPATH="$PWD/tests/gpu/capture_variants${SGL_PYTHONPATH:+:$SGL_PYTHONPATH}"
+                  CAPTURE_VARIANT_FILE=/tmp/capture_variant)
+    fi
+    if start_server "profile-$tag" 30010 "$dump" "$WORK/wide" 1,3,5; then
+      if [ "$tag" = on ]; then
+        grep -m1 'capture_variants:' "$WORK/profile-$tag.log" || fail "capture_variants not loaded"
+        client_args=(--dump "$DUMP" --variant-file /tmp/capture_variant
+                     --variants "${PROFILE_VARIANTS:-skip,full,copy,gpu}"
+                     --profile-variants "${PROFILE_PROFILED:-skip,full,copy}"
+                     --check "${PROFILE_CHECK:-full}")
+      else
+        client_args=(--variants off --profile-variants "${PROFILE_OFF_PROFILED:-off}")
+      fi
+      env PYTHONPATH= python3 tests/gpu/capture_profile.py --url http://127.0.0.1:30010 \
+        --profile-dir "$PROFILES" "${client_args[@]}" 2>&1 | tee -a "$WORK/client.log" \
+        || FAILS=$((FAILS + 1))
+      grep -h 'forward_wait_s\|"dumped"' "$DUMP/CAPTURE_STATS.json" 2>/dev/null | tr -d ' \n'; echo
+      stop_server
+    else
+      fail "profile server ($tag) did not start"
+    fi
+  done
+  SERVER_ENV=()
+  if [ -n "${OUT:-}" ]; then
+    mkdir -p "$OUT/traces"
+    find "$PROFILES" -name '*.trace.json.gz' -size -15M -exec cp {} "$OUT/traces/" \;
+  fi
 else
   DUMP=/dev/shm/hs-bench
   rm -rf "$DUMP"; mkdir -p "$DUMP"
@@ -197,7 +239,7 @@ if off and on and len(off) >= 3 and len(on) >= 3:
 PY
 fi
 # what comes back (at most 8 files): the servers' logs, the client's, the role's
-for f in A.log K.log bench-on.log client.log patch-1.log tp2.log tp2-nccl.log; do
+for f in A.log K.log bench-on.log profile-on.log client.log patch-1.log tp2.log tp2-nccl.log; do
   [ -f "$WORK/$f" ] && cp "$WORK/$f" "${OUT:-$WORK}/"
 done
 echo "== $MODE: $FAILS failure(s) =="

@@ -30,7 +30,9 @@ set, on TP rank 0 of the last pipeline stage:
 * every request that is not dumped is counted by reason in ``CAPTURE_STATS.json``
   (see :data:`SKIP_REASONS`) and each reason is logged the first time it is seen;
 * the whole batch goes device-to-host into one of ``SGLANG_HS_MAX_PENDING`` reusable
-  staging buffers (pinned memory, allocated at start) on a side stream; a dispatcher
+  staging buffers (pinned memory, allocated at start) on a side stream, queued by the
+  dispatcher thread in 16 MiB pieces, so that sglang's own copies wait for one piece,
+  not a whole batch (the forward thread only snapshots the tensors); the dispatcher
   thread splits it into requests and stitches the chunks of prompts prefilled over
   several passes by rid and prefix length; writer threads ``torch.save`` one file per
   request as ``<rid>.pt.<pid>.<tag>.tmp`` and link it to ``<rid>.pt``. When every
@@ -120,6 +122,10 @@ _STATS_INTERVAL_S = 1.0
 _SPACE_LOG_INTERVAL_S = 60.0
 _SPACE_BACKOFF_MAX_S = 2.0
 _STAGING_ALIGN = 64
+# A device-to-host copy is queued in pieces of this size (see _HostCopier): about 0.3 ms
+# each at the 55 GB/s an H200 copies into pinned memory, so sglang's own copies wait
+# that long at most; a few dozen pieces a pass cost the dispatcher thread little.
+_COPY_CHUNK_BYTES = 16 << 20
 
 # Why a request was not dumped; the keys of CAPTURE_STATS.json's "skipped".
 SKIP_REASONS = {
@@ -454,14 +460,22 @@ def _host_list(cpu_list, tensor):
 class _HostCopier:
     """Copies device tensors into host tensors without stalling the forward stream.
 
-    CUDA: on a side stream that waits for the forward stream; the sources are marked
-    as used by that stream so their memory is not reused before the copy ran, and
-    ``ready`` waits for the copies. CPU (tests): a plain copy, ``ready`` is None.
+    CUDA: ``copy`` (the forward thread) only marks where the pass's work ends on the
+    forward stream; ``ready`` (the dispatcher thread) copies on a side stream that
+    waits for that mark, in pieces of at most ``chunk_bytes``, each waited for before
+    the next is queued. The GPU's copy engine serves device-to-host copies one after
+    another: sglang's own small copy of a pass's results (on the forward stream, which
+    the next pass's kernels follow) queued behind a whole 470 MB batch for 6 to 8.5 ms
+    a pass on an H200, 14 % of the server's speed (docs/benchmarks.md, issue 21). With
+    one piece queued at a time it waits for one piece at most. The sources stay
+    referenced until their last piece landed, so their memory is not reused before.
+    CPU (tests): a plain copy, ``ready`` is None.
     """
 
-    def __init__(self, torch):
+    def __init__(self, torch, chunk_bytes=None):
         self._torch = torch
         self._streams = {}
+        self.chunk_bytes = _COPY_CHUNK_BYTES if chunk_bytes is None else int(chunk_bytes)
 
     def copy(self, tensors, hosts):
         torch = self._torch
@@ -473,14 +487,31 @@ class _HostCopier:
         stream = self._streams.get(device)
         if stream is None:
             stream = self._streams[device] = torch.cuda.Stream(device=device)
-        stream.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(stream):
-            for src, dst in zip(tensors, hosts):
-                dst.copy_(src, non_blocking=True)
-                src.record_stream(stream)
-            event = torch.cuda.Event()
-            event.record(stream)
-        return event.synchronize
+        computed = torch.cuda.current_stream(device).record_event()
+        chunk = self.chunk_bytes
+        held = [list(tensors), list(hosts)]
+
+        def ready():
+            stream.wait_event(computed)
+            with torch.cuda.stream(stream):
+                for src, dst in _pieces(held[0], held[1], chunk):
+                    dst.copy_(src, non_blocking=True)
+                    stream.synchronize()
+            # landed: the device memory may go back to sglang's pool (on a failure
+            # above it stays held, never freed under a copy still running)
+            held[0] = held[1] = None
+
+        return ready
+
+
+def _pieces(tensors, hosts, chunk_bytes):
+    """(source, destination) pairs of at most ``chunk_bytes`` each (at least one element)
+    covering every element of each tensor once, in order."""
+    for src, dst in zip(tensors, hosts):
+        flat_src, flat_dst = src.reshape(-1), dst.view(-1)
+        step = max(1, chunk_bytes // src.element_size())
+        for lo in range(0, flat_src.numel(), step):
+            yield flat_src[lo:lo + step], flat_dst[lo:lo + step]
 
 
 class _StagingBuffer:
@@ -756,7 +787,8 @@ class HiddenStateCapture:
             input_ids = forward_batch.input_ids
         seq_lens = _host_list(forward_batch.extend_seq_lens_cpu, forward_batch.extend_seq_lens)
         aux = aux_hidden_states
-        if isinstance(aux, (list, tuple)):  # 0.5.14: K [T, H] tensors; one copy on the GPU
+        aux_own = isinstance(aux, (list, tuple))
+        if aux_own:  # 0.5.14: K [T, H] tensors; one copy on the GPU
             aux = self._torch.cat(list(aux), dim=-1)
         total = sum(seq_lens)
         sizes = {int(t.shape[0]) for t in (input_ids, hidden_states, aux)}
@@ -770,6 +802,12 @@ class HiddenStateCapture:
         for n in seq_lens:
             starts.append(starts[-1] + n)
         tensors = [input_ids, hidden_states, aux]
+        if input_ids.device.type == "cuda":
+            # The copy runs while the forward stream goes on to the next pass (see
+            # _HostCopier): snapshots, on the forward stream, of the tensors that are
+            # sglang's, which a later pass may overwrite in place (a captured graph's
+            # static buffers), so that what lands is this pass's.
+            tensors = [input_ids.clone(), hidden_states.clone(), aux if aux_own else aux.clone()]
         full = getattr(forward_batch, "orig_seq_lens", None)
         if full is not None:
             # A snapshot on the forward stream: sglang may advance orig_seq_lens in
