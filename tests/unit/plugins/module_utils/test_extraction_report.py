@@ -6,7 +6,6 @@ extract with their reasons, damaged files, the line verify.yml prints)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -15,17 +14,7 @@ import pytest
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.extraction_report import (
     FAILURES_SHOWN, JOB_LOCK, read_status, repair_shard, status_table, verified_message, verify_shard, verify_union)
-
-JOB_MANIFEST = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', 'extraction_job', 'files',
-                            'eagle3_extraction_job', 'manifest.py')
-
-
-def job_manifest():
-    """The job's own manifest module (standard library only): its schema, not a copy of it."""
-    spec = importlib.util.spec_from_file_location('job_manifest', JOB_MANIFEST)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from job_package import job_manifest  # tests/unit/job_package.py
 
 
 def shard_with_failures(tmp_path, failed):

@@ -11,24 +11,13 @@ module on each host (job_dir) and added up on the controller (reports), as verif
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
 import sqlite3
 
 from ansible_collections.eagle3.extraction.plugins.modules import extraction_verify
-
-JOB_MANIFEST = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', 'extraction_job', 'files',
-                            'eagle3_extraction_job', 'manifest.py')
-
-
-def job_manifest():
-    """The job's own manifest module (standard library only): its schema, not a copy of it."""
-    spec = importlib.util.spec_from_file_location('job_manifest', JOB_MANIFEST)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from job_package import job_manifest  # tests/unit/job_package.py
 
 
 DATASET = 'd' * 64

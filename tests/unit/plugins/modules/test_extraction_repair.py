@@ -8,23 +8,13 @@ shard is named for its unit to be started; check mode moves nothing; a bad job_d
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 from pathlib import Path
 
 import pytest
 
 from ansible_collections.eagle3.extraction.plugins.modules import extraction_repair
-
-REPO = Path(__file__).resolve().parents[4]
-JOB_MANIFEST = REPO / 'roles' / 'extraction_job' / 'files' / 'eagle3_extraction_job' / 'manifest.py'
-
-
-def job_manifest():
-    spec = importlib.util.spec_from_file_location('job_manifest', str(JOB_MANIFEST))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from job_package import job_manifest  # tests/unit/job_package.py
 
 
 @pytest.fixture
