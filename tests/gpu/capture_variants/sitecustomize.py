@@ -46,18 +46,18 @@ def _patch(module):
     copy = copier_cls.copy
 
     def patched_on_forward(self, *args, **kwargs):
-        if variant().split("+")[0] == "skip":
+        if variant().split("+", maxsplit=1)[0] == "skip":
             return None
         return on_forward(self, *args, **kwargs)
 
     def patched_stitch(self, job):
-        if variant().split("+")[0] in ("gpu", "copy"):
+        if variant().split("+", maxsplit=1)[0] in ("gpu", "copy"):
             return []  # no file: the buffer is freed at once
         return stitch(self, job)
 
     def patched_copy(self, tensors, hosts):
         name = variant()
-        if name.split("+")[0] == "gpu":
+        if name.split("+", maxsplit=1)[0] == "gpu":
             return None
         # "+whole": each tensor in one piece, as before the pieces (the issue-21 fix)
         self.chunk_bytes = 1 << 50 if "+whole" in name else module._COPY_CHUNK_BYTES
