@@ -557,7 +557,8 @@ def test_a_rerun_starts_again_a_shard_whose_output_was_removed(rerun):
 
 def test_a_refusal_is_shown_with_its_fix_and_a_rerun_with_room_starts_the_shard_again(rerun):
     refused, space = rerun['no_space'], rerun['space']
-    assert refused['rc'] != 0 and 'FAILED' in refused['row'], refused['output'][-3000:]
+    # ct1 alone in the play: its failure ends the run before the table; the failure is the output's
+    assert refused['rc'] != 0 and 'applied' not in refused['row'], refused['output'][-3000:]
     assert '%s-shard-1.service refused' % RERUN_JOB in refused['output'], refused['output'][-3000:]
     assert 'free' in refused['output'] and 'run extract.yml again' in refused['output']
     assert space['rc'] == 0 and ' applied' in space['row'], space['output'][-3000:]
