@@ -53,6 +53,18 @@ options:
       - Ignored with the other modes, so that one task can give it at every step.
     type: dict
     default: {}
+  job:
+    description:
+      - With O(mode=record), what the role C(extraction_job) published (C(extraction_job_deployed)) - its
+        C(unit_file), C(key_file), C(dataset) (the path on the host) and C(configs) (each shard's config) watched by
+        content, and C(units) (each shard's unit, in the order of C(configs)).
+      - With O(mode=check), each shard must be running (its unit active) or complete (the C(status.json) in the
+        C(output_dir) its config names says so, every sample done); one that is neither (refused, failed, stopped,
+        its output removed) makes the host not converged (RV(differs) C(job)), so that the re-run starts it again.
+      - Read from the stamp with O(mode=check); ignored with the other modes, so that one task can give it at every
+        step.
+    type: dict
+    default: {}
   python:
     description:
       - With O(mode=record), the venv's interpreter (C(ml_env_python_bin)); sglang's sources under its
@@ -152,7 +164,7 @@ converged:
   returned: always
   type: bool
 differs:
-  description: With O(mode=check), what is not as recorded (stamp, an O(expect) key, files, unit, health).
+  description: With O(mode=check), what is not as recorded (stamp, an O(expect) key, files, unit, health, job).
   returned: always
   type: list
   elements: str
@@ -169,6 +181,13 @@ inputs:
   description: With O(mode=check), the fingerprint of the host's inputs (to give to O(mode=record) after the run).
   returned: with mode=check
   type: str
+job:
+  description: With O(mode=check), each shard of the job that is neither running nor complete, its unit, state and
+    last error (as its C(status.json) says).
+  returned: with mode=check
+  type: list
+  elements: str
+  sample: ["eagle3-extraction-job@demo-shard-0.service: refused (refused to start: the shard still has ...)"]
 active:
   description: With O(mode=check), the unit's C(ActiveState).
   returned: when a stamp was read
@@ -186,7 +205,11 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.eagle3.extraction.plugins.module_utils.extraction_report import read_status
 from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import health, unit_properties
+
+# a unit in these states runs (or is about to): its shard is left alone
+RUNNING = ('active', 'activating', 'reloading')
 
 
 def digest(path):
@@ -236,6 +259,8 @@ def read_stamp(path):
         for key in ('files', 'globs', 'names', 'trees'):
             if not isinstance(watch.get(key), list):
                 return None
+        if not isinstance(watch.get('job', []), list):
+            return None
         return stamp
     except (OSError, ValueError):
         return None
@@ -264,6 +289,35 @@ def expected(params):
     return expect
 
 
+def _output_dir(config):
+    try:
+        with open(config) as handle:
+            value = json.load(handle).get('output_dir')
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) and os.path.isabs(value) else None
+
+
+def job_problems(shards):
+    """Each shard (``{unit, config}``) that neither runs nor is complete: its unit, state and last error."""
+    problems = []
+    for shard in shards:
+        unit = str(shard.get('unit', ''))
+        if unit_properties(unit, ('ActiveState',))['ActiveState'] in RUNNING:
+            continue
+        output_dir = _output_dir(str(shard.get('config', '')))
+        if output_dir is None:
+            problems.append('%s: its config %s names no output_dir' % (unit, shard.get('config')))
+            continue
+        status = read_status(output_dir)
+        total = status.get('samples_total')
+        if status.get('state') == 'complete' and total is not None and status.get('samples_done') == total:
+            continue
+        errors = status.get('last_errors') or []
+        problems.append('%s: %s%s' % (unit, status.get('state'), ' (%s)' % errors[-1] if errors else ''))
+    return problems
+
+
 def check(module, params):
     inputs = params['inputs']
     if not params['compare']:
@@ -278,11 +332,14 @@ def check(module, params):
     active = unit_properties(stamp['watch'].get('unit', ''), ('ActiveState',))['ActiveState']
     if active != 'active':
         differs.append('unit')
+    job = job_problems(stamp['watch'].get('job', []))
+    if job:
+        differs.append('job')
     code = health(stamp['watch'].get('url', '')) if not differs else None
     if not differs and code != 200:
         differs.append('health')
     module.exit_json(changed=False, converged=not differs, differs=differs, stamp=stamp, state=state,
-                     active=active, health=code, inputs=inputs)
+                     active=active, health=code, inputs=inputs, job=job)
 
 
 def watched(params):
@@ -304,6 +361,11 @@ def watched_deployment(params):
         site = os.path.join(os.path.dirname(os.path.dirname(params['python'])), 'lib', 'python3*', 'site-packages')
         watch['globs'] = watch['globs'] + [os.path.join(site, 'sglang', '**', '*.py')]
         watch['names'] = watch['names'] + [os.path.join(site, '*.dist-info')]
+    job = params['job']
+    watch['files'] = watch['files'] + [job[key] for key in ('unit_file', 'key_file', 'dataset') if job.get(key)]
+    watch['files'] = watch['files'] + [str(config) for config in job.get('configs') or []]
+    watch['job'] = [dict(unit=str(unit), config=str(config))
+                    for unit, config in zip(job.get('units') or [], job.get('configs') or [])]
     watch['unit'] = params['unit'] or deployed.get('unit')
     watch['url'] = params['url'] or ('%s/health' % deployed['url'] if deployed.get('url') else None)
     return watch
@@ -336,6 +398,7 @@ def main():
             unit=dict(type='str'),
             url=dict(type='str'),
             deployed=dict(type='dict', default={}),
+            job=dict(type='dict', default={}),
             python=dict(type='path'),
             files=dict(type='list', elements='path', default=[]),
             globs=dict(type='list', elements='str', default=[]),
@@ -355,6 +418,10 @@ def main():
         digest_only(module, params)
     if not os.path.isabs(params['path']):
         module.fail_json(msg='path=%r is not an absolute path' % params['path'])
+    job = params['job']
+    if len(job.get('units') or []) != len(job.get('configs') or []):
+        module.fail_json(msg='job: units and configs are one per shard, in the same order (%d and %d given)'
+                         % (len(job.get('units') or []), len(job.get('configs') or [])))
     for key in ('watch', 'state', 'inputs'):
         if key in params['record']:
             module.fail_json(msg='record: %r is the fingerprint\'s own key' % key)

@@ -426,3 +426,140 @@ def test_the_address_the_server_really_has_is_used_by_everything(scenario, name)
     report, after = found['stop']
     port = int(listening.rsplit(':', 1)[1])
     assert after == [] and report and 'port %d free' % port in report, (report, after)
+
+
+# -- a re-run of extract.yml, the documented recovery, on converged servers ------------------------
+# One job of two shards on ct1 alone (extract.yml --limit ct1,pve1,localhost), a small dataset:
+# 1. extract.yml starts it; both shards complete; a second extract.yml leaves the host alone.
+# 2. shard 1's output is removed (to be redone) and the dataset is edited in place: extract.yml
+#    refuses the changed dataset once, for the whole job, before any shard starts (shard 1, whose
+#    job has no manifest now, would take the new one while shard 0 refuses it).
+# 3. the dataset is put back: extract.yml starts shard 1 again (the host was converged), it completes.
+RERUN_JOB = 'fleetrerun'
+RERUN_SAMPLES = 60
+RERUN_UNIT = 'eagle3-extraction-job@%s-shard-%%d.service' % RERUN_JOB
+RERUN_DIR = '%s/%s' % (OUTPUT_ROOT, RERUN_JOB)
+
+
+def rerun_status(shard):
+    result = ct('ct1', 'cat %s/shard-%d-of-2/status.json' % (RERUN_DIR, shard), check=False, timeout=20)
+    return json.loads(result.stdout) if result.returncode == 0 and result.stdout.strip() else {}
+
+
+def rerun_complete(shard):
+    status = rerun_status(shard)
+    return status.get('state') == 'complete' and status.get('samples_done') == status.get('samples_total') > 0
+
+
+def ct1_row(runner):
+    table = debug_msg(runner, 'Print one line per extraction server, then each failure and its cause') or ''
+    return next((line for line in table.splitlines() if line.startswith('ct1 ')), '')
+
+
+@pytest.fixture(scope='module')
+def rerun(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp('rerun')
+    if ct('ct1', 'true', check=False, timeout=15).returncode != 0:
+        pct('ct1', 'start')
+        wait_for('ct1 to answer', lambda: ct('ct1', 'true', check=False, timeout=10).returncode == 0, 120)
+    units = ' '.join(RERUN_UNIT % i for i in range(2))
+    ct('ct1', 'systemctl disable --now %s >/dev/null 2>&1; systemctl reset-failed %s >/dev/null 2>&1; '
+              'rm -rf %s /etc/eagle3-extraction/%s-* /var/lib/eagle3-extraction/%s.jsonl; true'
+              % (units, units, RERUN_DIR, RERUN_JOB, RERUN_JOB))
+    subprocess.run(['bash', os.path.join(REPO, 'tests', 'fleet', 'wheelhouse.sh')], check=True,
+                   capture_output=True, timeout=900)
+    dataset = tmp / 'dataset.jsonl'
+    subprocess.run([os.path.join(VENV_BIN, 'python'), os.path.join(REPO, 'tests', 'job', 'demo_dataset.py'),
+                    '--samples', str(RERUN_SAMPLES), '--out', str(dataset)], check=True, capture_output=True)
+    original = dataset.read_bytes()
+    extravars = {
+        'extraction_job_dataset': str(dataset), 'extraction_job_name': RERUN_JOB,
+        'extraction_job_shard_count': 2, 'extraction_job_shard_indexes': [0, 1],
+        'extraction_job_concurrency': CONCURRENCY, 'extraction_job_restart_sec': 1,
+        'sglang_server_env': {'SGLANG_STANDIN_LOAD_SECONDS': '2', 'SGLANG_STANDIN_NUM_LAYERS': '61',
+                              'SGLANG_STANDIN_FORWARD_MS': '20'},
+    }
+    facts = {}
+
+    def extract(name):
+        runner, output = playbook(tmp, name, 'extract.yml', extravars, limit='ct1,pve1,localhost')
+        return {'rc': runner.rc, 'row': ct1_row(runner), 'output': output}
+
+    # 1. started, complete, then left alone
+    facts['start'] = extract('start')
+    assert facts['start']['rc'] == 0, facts['start']['output'][-3000:]
+    for shard in (0, 1):
+        wait_for('shard %d to complete' % shard, lambda s=shard: rerun_complete(s), 180)
+    facts['converged'] = extract('converged')
+    facts['shard0_files'] = ct('ct1', "find %s/shard-0-of-2 -name '*.ckpt' -printf '%%p %%i %%T@\\n' | sort"
+                               % RERUN_DIR).stdout
+
+    # 2. shard 1's output removed, the dataset edited in place: refused for the whole job
+    ct('ct1', 'rm -rf %s/shard-1-of-2' % RERUN_DIR)
+    lines = original.decode().splitlines(True)
+    edited = json.loads(lines[0])
+    edited['input_ids'] = edited['input_ids'][:-1] + [7]
+    dataset.write_text(json.dumps(edited) + '\n' + ''.join(lines[1:]))
+    facts['changed'] = extract('changed')
+    time.sleep(5)
+    facts['changed_after'] = {
+        'shard1': ct('ct1', 'ls -d %s/shard-1-of-2' % RERUN_DIR, check=False).returncode == 0,
+        'active': ct('ct1', 'systemctl is-active %s' % units, check=False).stdout.split(),
+        'host_dataset': ct('ct1', 'sha256sum /var/lib/eagle3-extraction/%s.jsonl' % RERUN_JOB).stdout.split()[0]}
+
+    # 3. the dataset put back: shard 1 is started again and completes; shard 0's files are untouched
+    dataset.write_bytes(original)
+    facts['restored'] = extract('restored')
+    facts['restored_complete'] = wait_for('shard 1 to complete again', lambda: rerun_complete(1), 180)
+    facts['shard0_files_after'] = ct('ct1', "find %s/shard-0-of-2 -name '*.ckpt' -printf '%%p %%i %%T@\\n' | sort"
+                                     % RERUN_DIR).stdout
+    facts['original_sha256'] = __import__('hashlib').sha256(original).hexdigest()
+
+    # 4. shard 1 redone on a disk too small (a floor no disk has): its refusal, its reason and the fix
+    #    are extract.yml's, not "applied"; 5. then with room: started again, complete
+    ct('ct1', 'rm -rf %s/shard-1-of-2' % RERUN_DIR)
+    room = dict(extravars)
+    extravars.update(extraction_job_output_free_floor_gib=100000, extraction_job_output_free_resume_gib=100000)
+    facts['no_space'] = extract('no_space')
+    extravars.clear()
+    extravars.update(room)
+    facts['space'] = extract('space')
+    facts['space_complete'] = wait_for('shard 1 to complete with room', lambda: rerun_complete(1), 180)
+    ct('ct1', 'systemctl disable --now %s >/dev/null 2>&1; true' % units)
+    return facts
+
+
+def test_a_rerun_leaves_a_complete_job_on_converged_servers_alone(rerun):
+    assert rerun['converged']['rc'] == 0, rerun['converged']['output'][-3000:]
+    assert ' unchanged' in rerun['converged']['row'], rerun['converged']['row']
+
+
+def test_a_dataset_changed_under_the_same_job_name_is_refused_once_for_the_whole_job(rerun):
+    changed = rerun['changed']
+    assert changed['rc'] != 0, changed['output'][-3000:]
+    assert changed['output'].count("job '%s' would have more than one dataset" % RERUN_JOB) == 1, \
+        changed['output'][-3000:]
+    assert 'shard-0-of-2 on ct1' in changed['output']
+    # before any shard starts: shard 1 (no manifest) did not take the new dataset, nothing was copied
+    after = rerun['changed_after']
+    assert not after['shard1'] and after['host_dataset'] == rerun['original_sha256'], after
+    assert 'applied' not in changed['row'], changed['row']
+
+
+def test_a_rerun_starts_again_a_shard_whose_output_was_removed(rerun):
+    restored = rerun['restored']
+    assert restored['rc'] == 0, restored['output'][-3000:]
+    assert ' applied' in restored['row'], restored['row']
+    assert rerun['restored_complete']
+    # the complete shard was left as it was
+    assert rerun['shard0_files_after'] == rerun['shard0_files'] and rerun['shard0_files'].strip()
+
+
+def test_a_refusal_is_shown_with_its_fix_and_a_rerun_with_room_starts_the_shard_again(rerun):
+    refused, space = rerun['no_space'], rerun['space']
+    # ct1 alone in the play: its failure ends the run before the table; the failure is the output's
+    assert refused['rc'] != 0 and 'applied' not in refused['row'], refused['output'][-3000:]
+    assert '%s-shard-1.service refused' % RERUN_JOB in refused['output'], refused['output'][-3000:]
+    assert 'free' in refused['output'] and 'run extract.yml again' in refused['output']
+    assert space['rc'] == 0 and ' applied' in space['row'], space['output'][-3000:]
+    assert rerun['space_complete']

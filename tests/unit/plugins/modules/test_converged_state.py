@@ -192,3 +192,89 @@ def test_record_watches_what_the_roles_published(tmp_path, capsys, server):
     assert check(stamp, capsys)['converged']
     (pkg / 'sglang' / 'srt' / 'models' / 'deepseek_v2.py').write_text('# reverted\n')
     assert check(stamp, capsys)['differs'] == ['files']
+
+
+# -- the extraction job (what the role extraction_job published: extraction_job_deployed) ----------
+
+def make_job(root, states):
+    """A job of len(states) shards: its unit file, key file, dataset, each shard's config (its
+    output_dir) and status.json in the state given (None: its output dir was removed)."""
+    (root / 'job@.service').write_text('[Service]\nExecStart=/bin/job\n')
+    (root / 'job.key').write_text('key\n')
+    (root / 'data.jsonl').write_text('{"id": "a"}\n')
+    job = {'unit_file': str(root / 'job@.service'), 'key_file': str(root / 'job.key'),
+           'dataset': str(root / 'data.jsonl'), 'configs': [], 'units': []}
+    for index, state in enumerate(states):
+        out = root / 'out' / ('shard-%d-of-%d' % (index, len(states)))
+        config = root / ('j-shard-%d.json' % index)
+        config.write_text(json.dumps({'output_dir': str(out)}))
+        job['configs'].append(str(config))
+        job['units'].append('job@j-shard-%d.service' % index)
+        if state is not None:
+            out.mkdir(parents=True)
+            status = {'state': state, 'shard_index': index, 'samples_total': 10,
+                      'samples_done': 10 if state == 'complete' else 4, 'updated_at': 1}
+            if state == 'refused':
+                status['last_errors'] = ['refused to start: the shard still has 6 samples ... but %s has 0.1 GiB free'
+                                         % out]
+            (out / 'status.json').write_text(json.dumps(status))
+    return job
+
+
+@pytest.fixture
+def units(monkeypatch):
+    """ActiveState by unit (the server's unit and the job's shard units); active unless set."""
+    states = {}
+    monkeypatch.setattr(converged_state, 'unit_properties',
+                        lambda unit, props: {'ActiveState': states.get(unit, 'active')})
+    monkeypatch.setattr(converged_state, 'health', lambda url: 200)
+    return states
+
+
+def record_job(root, capsys, job):
+    make_site(root)
+    return record(root, capsys, job=job)[0]
+
+
+def test_a_running_or_complete_job_is_converged(tmp_path, capsys, units):
+    job = make_job(tmp_path, ['running', 'complete'])
+    stamp = record_job(tmp_path, capsys, job)
+    units['job@j-shard-1.service'] = 'inactive'   # complete: its unit exited 0
+    now = check(stamp, capsys)
+    assert now['converged'] and now['differs'] == [] and now['job'] == []
+
+
+@pytest.mark.parametrize('state, says', [
+    ('refused', 'refused to start: the shard still has 6 samples'),   # refused for space, then has space
+    (None, 'no status yet'),                                          # its output removed to be redone
+    ('incomplete', 'incomplete'),                                      # stopped by hand half way
+])
+def test_a_job_neither_running_nor_complete_is_not_converged(tmp_path, capsys, units, state, says):
+    """The re-run must start it again: the host is not left alone, and the check says which shard and why."""
+    job = make_job(tmp_path, ['complete', 'complete'])
+    stamp = record_job(tmp_path, capsys, job)
+    units['job@j-shard-0.service'] = units['job@j-shard-1.service'] = 'inactive'
+    assert check(stamp, capsys)['converged']
+    shard = tmp_path / 'out' / 'shard-1-of-2'
+    for name in os.listdir(shard):
+        os.unlink(shard / name)
+    os.rmdir(shard)
+    if state is not None:
+        (tmp_path / 'again').mkdir()
+        make_job(tmp_path / 'again', [state, state])
+        os.rename(tmp_path / 'again' / 'out' / 'shard-1-of-2', shard)
+    now = check(stamp, capsys)
+    assert not now['converged'] and now['differs'] == ['job']
+    assert len(now['job']) == 1 and now['job'][0].startswith('job@j-shard-1.service') and says in now['job'][0]
+
+
+def test_the_job_files_are_watched_by_content(tmp_path, capsys, units):
+    """A shard's config, the unit file, the key file and the dataset on the host, each edited by hand."""
+    job = make_job(tmp_path, ['running'])
+    stamp = record_job(tmp_path, capsys, job)
+    assert check(stamp, capsys)['converged']
+    for path in (job['configs'][0], job['unit_file'], job['key_file'], job['dataset']):
+        with open(path, 'a') as handle:
+            handle.write(' ')
+        now = check(stamp, capsys)
+        assert not now['converged'] and now['differs'] == ['files'], path

@@ -86,3 +86,15 @@ def test_a_changed_value_or_code_is_another_fingerprint():
     assert inputs_sha256({'sglang_server_flags': {'b': 2, 'a': 1}, 'sglang_server_port': 8000}, 'code1') == base
     assert inputs_sha256({'sglang_server_port': 30000, 'sglang_server_flags': {'a': 1, 'b': 2}}, 'code1') != base
     assert inputs_sha256({'sglang_server_port': 8000, 'sglang_server_flags': {'a': 1, 'b': 2}}, 'code2') != base
+
+
+def test_what_extract_yml_reads_before_the_check_is_not_an_input():
+    """The dataset report (tasks_from: dataset) is published before the converged check, and its
+    manifests' pins change as the job runs: named as an input, no host would ever be converged."""
+    import yaml  # pylint: disable=import-outside-toplevel
+    path = os.path.join(converged_inputs.ROOT, 'roles', 'extraction_job', 'tasks', 'dataset.yml')
+    with open(path) as handle:
+        tasks = yaml.safe_load(handle)
+    published = [name for task in tasks for name in task.get('ansible.builtin.set_fact', {})]
+    roles = ['proxmox_container', 'gpu_check', 'ml_env', 'sglang_patch', 'sglang_server', 'extraction_job']
+    assert published and input_names(published, roles) == []
