@@ -525,6 +525,29 @@ def rerun(tmp_path_factory):
     extravars.update(room)
     facts['space'] = extract('space')
     facts['space_complete'] = wait_for('shard 1 to complete with room', lambda: rerun_complete(1), 180)
+
+    # 6. one finished file damaged, another removed: verify names both, repair.yml
+    #    moves the damaged one aside (kept) and starts the units, the jobs redo them, verify passes
+    def verify():
+        runner, output = playbook(tmp, 'verify-%d' % len(facts.setdefault('verified', [])), 'playbooks/verify.yml',
+                                  {'extraction_job_name': RERUN_JOB, 'verify_hosts': 'ct1'})
+        facts['verified'].append(output)
+        return {'rc': runner.rc, 'output': output}
+
+    files = sorted(ct('ct1', "find %s -name '*.ckpt'" % RERUN_DIR).stdout.split())
+    facts['damaged'], facts['removed'] = files[0], files[-1]
+    # eight bytes in the middle overwritten (the same size: only the sha256 tells)
+    ct('ct1', "size=$(stat -c %%s %s); printf DAMAGED! | dd of=%s bs=1 seek=$((size / 2)) conv=notrunc status=none"
+       % (facts['damaged'], facts['damaged']))
+    ct('ct1', 'rm -f %s' % facts['removed'])
+    facts['before_repair'] = verify()
+    runner, output = playbook(tmp, 'repair', 'playbooks/repair.yml', {'extraction_job_name': RERUN_JOB},
+                              limit='ct1,localhost')
+    facts['repair'] = {'rc': runner.rc, 'output': output}
+    wait_for('the repaired shards to finish', lambda: all(rerun_complete(s) for s in (0, 1)) and not any(
+        state == 'active' for state in ct('ct1', 'systemctl is-active %s' % units, check=False).stdout.split()), 180)
+    facts['after_repair'] = verify()
+    facts['kept'] = ct('ct1', 'ls %s/shard-*/damaged/' % RERUN_DIR, check=False).stdout.split()
     ct('ct1', 'systemctl disable --now %s >/dev/null 2>&1; true' % units)
     return facts
 
@@ -563,3 +586,13 @@ def test_a_refusal_is_shown_with_its_fix_and_a_rerun_with_room_starts_the_shard_
     assert 'free' in refused['output'] and 'run extract.yml again' in refused['output']
     assert space['rc'] == 0 and ' applied' in space['row'], space['output'][-3000:]
     assert rerun['space_complete']
+
+
+def test_repair_redoes_what_verify_found_damaged_or_missing_and_keeps_the_damaged_file(rerun):
+    before, repair, after = rerun['before_repair'], rerun['repair'], rerun['after_repair']
+    assert before['rc'] != 0, before['output'][-3000:]
+    assert repair['rc'] == 0, repair['output'][-3000:]
+    assert after['rc'] == 0 and 'verified: %d samples exactly once' % RERUN_SAMPLES in after['output'], \
+        after['output'][-3000:]
+    kept = [name for name in rerun['kept'] if not name.endswith('.reason')]
+    assert len(kept) == 1 and kept[0].startswith(os.path.basename(rerun['damaged'])), rerun['kept']
