@@ -90,6 +90,17 @@ def _status_fields(raw):
     return status
 
 
+def config_output_dir(config):
+    """The shard's output dir named by the job's config file at path config; None when the file
+    cannot be read or names no absolute path."""
+    try:
+        with open(config, encoding='utf-8') as handle:
+            value = json.load(handle).get('output_dir')
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) and os.path.isabs(value) else None
+
+
 def read_status(shard_dir, now=None):
     """One shard's status.json with ``alive`` (its process still runs) and ``age_s``."""
     now = time.time() if now is None else now

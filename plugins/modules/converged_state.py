@@ -205,7 +205,7 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.eagle3.extraction.plugins.module_utils.extraction_report import read_status
+from ansible_collections.eagle3.extraction.plugins.module_utils.extraction_report import config_output_dir, read_status
 from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import health, unit_properties
 
 # a unit in these states runs (or is about to): its shard is left alone
@@ -289,14 +289,6 @@ def expected(params):
     return expect
 
 
-def _output_dir(config):
-    try:
-        with open(config) as handle:
-            value = json.load(handle).get('output_dir')
-    except (OSError, ValueError, AttributeError):
-        return None
-    return value if isinstance(value, str) and os.path.isabs(value) else None
-
 
 def job_problems(shards):
     """Each shard (``{unit, config}``) that neither runs nor is complete: its unit, state and last error."""
@@ -305,7 +297,7 @@ def job_problems(shards):
         unit = str(shard.get('unit', ''))
         if unit_properties(unit, ('ActiveState',))['ActiveState'] in RUNNING:
             continue
-        output_dir = _output_dir(str(shard.get('config', '')))
+        output_dir = config_output_dir(str(shard.get('config', '')))
         if output_dir is None:
             problems.append('%s: its config %s names no output_dir' % (unit, shard.get('config')))
             continue

@@ -69,12 +69,11 @@ shards:
   sample: [{unit: eagle3-extraction-job@demo-shard-0.service, outcome: running, error: ""}]
 '''
 
-import json
 import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.eagle3.extraction.plugins.module_utils.extraction_report import read_status
+from ansible_collections.eagle3.extraction.plugins.module_utils.extraction_report import config_output_dir, read_status
 from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import log_tail, unit_properties
 
 RUNNING = ('active', 'activating', 'reloading')
@@ -82,14 +81,6 @@ RUNNING = ('active', 'activating', 'reloading')
 EXIT_REFUSED = '2'
 PROPERTIES = ('ActiveState', 'MainPID', 'ExecMainStatus')
 
-
-def _output_dir(config):
-    try:
-        with open(config) as handle:
-            value = json.load(handle).get('output_dir')
-    except (OSError, ValueError, AttributeError):
-        return None
-    return value if isinstance(value, str) and os.path.isabs(value) else None
 
 
 def _instance(unit):
@@ -99,7 +90,7 @@ def _instance(unit):
 def outcome(unit, config, log_dir):
     """``(outcome, why)`` of one shard now; outcome None while it is still starting."""
     props = unit_properties(unit, PROPERTIES)
-    output_dir = _output_dir(config)
+    output_dir = config_output_dir(config)
     status = read_status(output_dir) if output_dir else {}
     errors = status.get('last_errors') or []
     if props['ActiveState'] in RUNNING:

@@ -13,7 +13,8 @@ import re
 import pytest
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.extraction_report import (
-    FAILURES_SHOWN, JOB_LOCK, read_status, repair_shard, status_table, verified_message, verify_shard, verify_union)
+    FAILURES_SHOWN, JOB_LOCK, config_output_dir, read_status, repair_shard, status_table, verified_message, verify_shard,
+    verify_union)
 from job_package import job_manifest  # tests/unit/job_package.py
 
 
@@ -172,3 +173,15 @@ def test_repair_leaves_a_shard_whose_job_runs_alone(tmp_path):
 
 def test_the_job_and_the_repair_lock_the_same_file():
     assert JOB_LOCK == job_manifest().LOCK_NAME
+
+
+def test_config_output_dir_reads_the_shards_config(tmp_path):
+    """What converged_state and extraction_job_outcome read to find a shard's status.json."""
+    good, relative, broken = tmp_path / 'good.json', tmp_path / 'relative.json', tmp_path / 'broken.json'
+    good.write_text(json.dumps({'output_dir': '/srv/eagle3-extraction/job/shard-0-of-1'}), encoding='utf-8')
+    relative.write_text(json.dumps({'output_dir': 'shard-0'}), encoding='utf-8')
+    broken.write_text('{', encoding='utf-8')
+    assert config_output_dir(str(good)) == '/srv/eagle3-extraction/job/shard-0-of-1'
+    assert config_output_dir(str(relative)) is None
+    assert config_output_dir(str(broken)) is None
+    assert config_output_dir(str(tmp_path / 'missing.json')) is None
