@@ -13,7 +13,6 @@ containers with whatever Python Ansible finds there.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import math
 import os
@@ -21,6 +20,7 @@ import sqlite3
 import stat
 import time
 
+from ansible_collections.eagle3.extraction.plugins.module_utils.file_digest import file_sha256
 from ansible_collections.eagle3.extraction.plugins.module_utils.text_table import table_lines
 
 SHARD_DIR_PREFIX = 'shard-'
@@ -186,13 +186,6 @@ def status_table(reports):
     return {'lines': table_lines(rows), 'totals': totals}
 
 
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, 'rb') as f:
-        for block in iter(lambda: f.read(1 << 20), b''):
-            digest.update(block)
-    return digest.hexdigest()
-
 
 MISSING = 'is missing'
 
@@ -208,7 +201,7 @@ def file_problem(shard_dir, relpath, nbytes, sha, checksums=True):
         return MISSING
     if size != nbytes:
         return 'has %d bytes, the manifest %d' % (size, nbytes)
-    if checksums and _sha256(path) != sha:
+    if checksums and file_sha256(path) != sha:
         return 'does not match its sha256'
     return None
 

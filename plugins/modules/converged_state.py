@@ -206,6 +206,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.eagle3.extraction.plugins.module_utils.extraction_report import config_output_dir, read_status
+from ansible_collections.eagle3.extraction.plugins.module_utils.file_digest import file_sha256
 from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import health, unit_properties
 
 # a unit in these states runs (or is about to): its shard is left alone
@@ -213,14 +214,10 @@ RUNNING = ('active', 'activating', 'reloading')
 
 
 def digest(path):
-    sha = hashlib.sha256()
     try:
-        with open(path, 'rb') as handle:
-            for block in iter(lambda: handle.read(1 << 20), b''):
-                sha.update(block)
+        return file_sha256(path)
     except OSError:
         return None
-    return sha.hexdigest()
 
 
 def tree(directory):

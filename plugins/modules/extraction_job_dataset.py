@@ -93,12 +93,12 @@ jobs:
   type: dict
 '''
 
-import hashlib
 import os
 import re
 import sqlite3
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.eagle3.extraction.plugins.module_utils.file_digest import file_sha256
 from ansible_collections.eagle3.extraction.plugins.module_utils.extraction_report import shard_dirs
 
 SHA256_RE = re.compile(r'[0-9a-f]{64}')
@@ -106,13 +106,6 @@ SHA256_RE = re.compile(r'[0-9a-f]{64}')
 MANIFEST = 'manifest.sqlite'
 PIN = 'dataset_sha256'
 
-
-def file_sha256(path):
-    digest = hashlib.sha256()
-    with open(path, 'rb') as handle:
-        for block in iter(lambda: handle.read(1 << 20), b''):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def pinned(job_dir):
