@@ -144,6 +144,9 @@ def status_table(reports):
     blank = ('-',) * (len(header) - 3)
     totals = {'samples_done': 0, 'samples_total': 0, 'tokens_done': 0, 'tokens_total': 0,
               'tokens_per_s': 0.0, 'samples_failed': 0, 'bad_lines': 0, 'errors': 0, 'eta_s': 0, 'shards': 0}
+    # the shards the statuses say the job has, and those that reported: a shard that never
+    # started (or whose host was not read) has no row, and its samples are in no total
+    counts, reported = set(), set()
     for report in sorted(reports, key=lambda r: r['host']):
         statuses = report.get('statuses') or []
         if report.get('error'):
@@ -168,6 +171,8 @@ def status_table(reports):
                          _gib(s.get('output_free_bytes')), str(s.get('samples_failed', 0)),
                          str(s.get('bad_lines', 0)), str(s.get('errors', 0))))
             totals['shards'] += 1
+            counts.add(s.get('shard_count'))
+            reported.add(s.get('shard_index'))
             for key in ('samples_done', 'samples_total', 'tokens_done', 'tokens_total', 'samples_failed', 'bad_lines',
                         'errors'):
                 totals[key] += int(s.get(key) or 0)
@@ -183,7 +188,13 @@ def status_table(reports):
     rows.append(('TOTAL', str(totals['shards']), '', str(totals['samples_done']), str(totals['samples_total']),
                  total_pct, '%.0f' % totals['tokens_per_s'], _duration(totals['eta_s']), '', '',
                  str(totals['samples_failed']), str(totals['bad_lines']), str(totals['errors'])))
-    return {'lines': table_lines(rows), 'totals': totals}
+    expected = max((c for c in counts if isinstance(c, int) and c > 0), default=0)
+    totals['shards_missing'] = sorted(set(range(expected)) - reported)
+    lines = table_lines(rows)
+    if totals['shards_missing']:
+        lines.append('MISSING: shard(s) %s of %d report no status (never started, or its host was not read): '
+                     'their samples are in no total' % (', '.join(map(str, totals['shards_missing'])), expected))
+    return {'lines': lines, 'totals': totals}
 
 
 

@@ -65,7 +65,8 @@ lines:
 totals:
   description:
     - With O(reports), samples and tokens done and total, tokens/s, C(samples_failed), C(bad_lines) (each bad line
-      of the dataset once), C(errors), C(eta_s) (null when unknown).
+      of the dataset once), C(errors), C(eta_s) (null when unknown), C(shards_missing) (the indexes of the
+      job's shards that no status reports; a line of the table names them).
   returned: with reports
   type: dict
 '''

@@ -114,6 +114,18 @@ def test_the_status_table_has_each_shards_bad_lines_and_their_total():
     assert table['totals']['bad_lines'] == 4
 
 
+def test_a_shard_that_reports_no_status_is_named_and_the_job_is_not_complete():
+    # before: a shard that never started had no row, and the TOTAL showed the others' 100 %
+    status = {'shard_index': 0, 'shard_count': 3, 'state': 'complete', 'alive': False, 'samples_done': 8,
+              'samples_total': 8, 'errors': 0}
+    table = status_table([{'host': 'ct1', 'statuses': [status]},
+                          {'host': 'ct2', 'statuses': [dict(status, shard_index=2)]}])
+    assert table['totals']['shards_missing'] == [1]
+    assert table['lines'][-1].startswith('MISSING: shard(s) 1 of 3 report no status'), table['lines']
+    whole = status_table([{'host': 'ct1', 'statuses': [status, dict(status, shard_index=1), dict(status, shard_index=2)]}])
+    assert whole['totals']['shards_missing'] == [] and not whole['lines'][-1].startswith('MISSING')
+
+
 def complete_shard(tmp_path, name, index, bad_lines, shown):
     shard = tmp_path / 'testjob' / name
     m = job_manifest().open_manifest(str(shard))
