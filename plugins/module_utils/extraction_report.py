@@ -197,7 +197,6 @@ def status_table(reports):
     return {'lines': lines, 'totals': totals}
 
 
-
 MISSING = 'is missing'
 
 

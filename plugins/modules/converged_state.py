@@ -286,7 +286,6 @@ def expected(params):
     return expect
 
 
-
 def job_problems(shards):
     """Each shard (``{unit, config}``) that neither runs nor is complete: its unit, state and last error."""
     problems = []

@@ -107,7 +107,6 @@ MANIFEST = 'manifest.sqlite'
 PIN = 'dataset_sha256'
 
 
-
 def pinned(job_dir):
     """``{shard dir name: dataset sha256}`` of the shards under ``job_dir`` whose manifest pinned one.
     Raises ValueError naming a manifest that cannot be read."""

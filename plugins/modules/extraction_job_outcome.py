@@ -82,7 +82,6 @@ EXIT_REFUSED = '2'
 PROPERTIES = ('ActiveState', 'MainPID', 'ExecMainStatus')
 
 
-
 def _instance(unit):
     return unit.partition('@')[2].rpartition('.')[0]
 
