@@ -11,6 +11,8 @@ from __future__ import annotations
 from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.controller_check import ControllerCheck
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import READ as CONNECTION_READ
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import connection_errors
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
     cross_host_errors, host_value_errors, load_specs, rollout_errors)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_address import AddressError, address
@@ -56,6 +58,7 @@ class ActionModule(ControllerCheck):
         errors.extend(rollout_errors(rollout.get('extract_serial', '100%'),
                                      rollout.get('extract_max_fail_percentage', 100),
                                      rollout.get('extract_reclaim', True), rollout.get('extract_force', False)))
+        errors.extend(_connection_errors(values, hostvars))
         addresses = {}
         if not errors:
             addresses, errors = _addresses(values, hostvars)
@@ -74,11 +77,7 @@ def _addresses(values, hostvars):
     Asked only of an inventory the rules above passed, so that a bad port is named once; what they
     let through and no address can be made of (a host that is not an address) is named here.
     """
-    seen = {}
-    for host, own in values.items():
-        seen[host] = dict(own)
-        if 'ansible_host' in hostvars[host]:
-            seen[host]['ansible_host'] = hostvars[host]['ansible_host']
+    seen = _with_connection(values, hostvars)
     addresses, errors = {}, []
     for host in values:
         try:
@@ -86,3 +85,23 @@ def _addresses(values, hostvars):
         except AddressError as exc:
             errors.append('%s: %s' % (host, exc))
     return addresses, errors
+
+
+def _with_connection(values, hostvars):
+    """Each host's values with how it is reached (ansible_host, ansible_connection, proxmox_vmid)."""
+    seen = {}
+    for host, own in values.items():
+        seen[host] = dict(own)
+        seen[host].update((key, hostvars[host][key]) for key in CONNECTION_READ if key in hostvars[host])
+    return seen
+
+
+def _connection_errors(values, hostvars):
+    """A container reached through pct whose plugin would reach another container (pct_connection.py)."""
+    errors = []
+    for host, own in _with_connection(values, hostvars).items():
+        node = own.get('proxmox_container_node')
+        if not isinstance(node, str) or node not in hostvars:
+            continue   # cross_host_errors names it
+        errors.extend(connection_errors(host, own, hostvars[node].get('ansible_host') or node))
+    return errors

@@ -9,6 +9,8 @@ from __future__ import annotations
 from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.controller_check import ControllerCheck
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import READ as CONNECTION_READ
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import connection_errors, through_pct
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
     ACROSS_NAMES, ROLES, across_role_errors, load_specs, required_errors, role_value_errors)
 
@@ -34,6 +36,9 @@ class ActionModule(ControllerCheck):
         errors.extend(required_errors(values, [name for name in options if name not in unresolved]))
         errors.extend(role_value_errors(options, values))
         errors.extend(across_role_errors(specs, values, defaults=False))
+        if role == 'proxmox_container':
+            errors.extend(self._connection_errors(values, task_vars))
+            result['through_pct'] = through_pct(task_vars)
         result.update(changed=False, unresolved=unresolved)
         if errors:
             result.update(failed=True, errors=errors,
@@ -41,3 +46,17 @@ class ActionModule(ControllerCheck):
         else:
             result['msg'] = '%s: %d values checked' % (role, len(values))
         return result
+
+    def _connection_errors(self, values, task_vars):
+        """How the container is reached (its connection, ansible_host, proxmox_vmid) against its node and vmid:
+        the container's role, the first to run on it, checks it as inventory_check does."""
+        node = values.get('proxmox_container_node')
+        hostvars = task_vars.get('hostvars', {})
+        if not isinstance(node, str) or node not in hostvars:
+            return []   # the role's next task names it
+        seen = dict(values)
+        for key in CONNECTION_READ:
+            if key in task_vars:
+                seen[key] = self._templar.template(task_vars[key])
+        return connection_errors(task_vars['inventory_hostname'], seen,
+                                 self._templar.template(hostvars[node].get('ansible_host')) or node)

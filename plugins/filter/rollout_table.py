@@ -30,7 +30,9 @@ options:
     type: dict
     required: true
   addresses:
-    description: inventory_check's C(addresses), each host's C(controller_url) among them.
+    description:
+      - inventory_check's C(addresses), each host's C(controller_url) among them.
+      - "A server reached through pct whose C(controller_url) is null shows C(via <hypervisor>: <client_url>)."
     type: dict
     required: true
 '''
@@ -51,6 +53,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.eagle3.extraction.plugins.filter.sglang_server_layout import READ as LAYOUT_READ
 from ansible_collections.eagle3.extraction.plugins.module_utils.text_table import table_lines
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import through_pct
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import layout
 
 RESULT = '__extract_result'
@@ -88,8 +91,18 @@ def server_row(server, hosts, addresses):
                       for node in nodes),
             ' + '.join(str(result.get('gpus', '-')) for result in results),
             ', '.join(unique(str(result.get('driver', '-')) for result in results)),
-            (addresses.get(server['rank0']) or {}).get('controller_url', '-'),
+            server_url(addresses.get(server['rank0']) or {}),
             health, run]
+
+
+def server_url(address):
+    """The URL the controller calls; for a server reached through pct (no URL the controller can call),
+    the one its own container calls, behind the hypervisor that reaches it."""
+    if address.get('controller_url'):
+        return address['controller_url']
+    if address.get('via'):
+        return 'via %s: %s' % (address['via'], address.get('client_url', '-'))
+    return '-'
 
 
 def one_line(text):
@@ -98,9 +111,12 @@ def one_line(text):
     return ' '.join(str(text).split())
 
 
-def failure_line(name, result):
+def failure_line(name, result, values):
     if result.get('cause') is not None:
         return 'FAILED %s: failed in %s: %s' % (name, one_line(result.get('task', '?')), one_line(result['cause']))
+    if through_pct(values):
+        return 'FAILED %s: %s' % (name, NOT_REACHED_CAUSE.replace(
+            'over SSH', 'through pct on %s' % values.get('proxmox_container_node', '?')))
     return 'FAILED %s: %s' % (name, NOT_REACHED_CAUSE)
 
 
@@ -111,7 +127,7 @@ def rollout_lines(hosts, addresses):
     for name, values in hosts.items():
         result = values.get(RESULT) or NOT_REACHED
         if result.get('health') != 'healthy':
-            failures.append(failure_line(name, result))
+            failures.append(failure_line(name, result, values))
         server = layout(hosts, name)
         if server['rank'] == 0:
             rows.append(server_row(server, hosts, addresses))

@@ -9,7 +9,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import NAME, RANK, layout
 
-READ = (NAME, RANK, 'sglang_server_dist_init_port', 'sglang_server_dist_init_host', 'ansible_host')
+READ = (NAME, RANK, 'sglang_server_dist_init_port', 'sglang_server_dist_init_host', 'ansible_host', 'ansible_connection')
 
 
 def sglang_server_layout(hosts, hostvars, host):

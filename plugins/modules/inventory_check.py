@@ -32,6 +32,11 @@ description:
     O(rollout.extract_serial) must be V(100%) (the nodes start together). A container is one host, so it is a
     node of one server only (the vmid rule above).
   - Then extract.yml's rollout variables (O(rollout)).
+  - Then how each container is reached. One reached through its hypervisor
+    (C(ansible_connection=community.proxmox.proxmox_pct_remote), which runs C(pct exec <proxmox_vmid>) on the node
+    it SSHes to) must set C(proxmox_vmid) to its C(proxmox_container_vmid) and C(ansible_host) to its node's
+    address, or every task would run in another container (C(plugin_utils/pct_connection.py)). Its C(ansible_host)
+    is then not its own address, so rank 0 of a multi-node server reached this way needs C(sglang_server_dist_init_host).
   - Then, for an inventory that passed, each host's server address (C(plugin_utils/server_address.py), the
     filter C(eagle3.extraction.sglang_server_address)) in RV(addresses); a port or host no address can be made
     of fails too.
@@ -99,12 +104,15 @@ addresses:
     - Per host, its server's address, as the sglang_server role will have it (role defaults from its argument spec).
     - C(port) and C(host), what the server binds (the merged flags); C(client_url), what a client on the host calls
       (loopback for a wildcard bind; rank 0's URL on a node of rank > 0); C(controller_url), what the controller
-      calls; C(rank0).
+      calls; C(rank0); C(via), the hypervisor whose pct reaches rank 0 when it is reached through
+      C(community.proxmox.proxmox_pct_remote) (else null).
+    - A server reached through pct that binds no real address has a null C(controller_url), since its C(ansible_host)
+      is its hypervisor's.
     - Empty when the inventory is not valid.
   returned: always
   type: dict
   sample: {ct1: {port: 30000, host: 0.0.0.0, client_url: "http://127.0.0.1:30000",
-                 controller_url: "http://10.200.0.101:30000", rank0: ct1}}
+                 controller_url: "http://10.200.0.101:30000", rank0: ct1, via: null}}
 unresolved:
   description: C(<host> - <variable>) of the values that refer to facts not set yet, left to the role.
   returned: always

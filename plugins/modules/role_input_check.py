@@ -52,4 +52,12 @@ unresolved:
   returned: always
   type: list
   elements: str
+through_pct:
+  description:
+    - Whether the host is reached through its hypervisor (C(ansible_connection=community.proxmox.proxmox_pct_remote)),
+      so that its C(ansible_host) is the node's address.
+    - For O(role=proxmox_container), which also checks that such a host's C(proxmox_vmid) and C(ansible_host) are its
+      container's id and its node's address.
+  returned: when O(role=proxmox_container)
+  type: bool
 """

@@ -11,6 +11,11 @@ in). From them, ``address`` gives the URL a client on the host calls (loopback f
 ``ansible_host``, or the bind host when it is a real address). The sglang_server role, the
 extraction job's default, the rollout table, stop and the convergence cache read it; none
 derives it again.
+
+A container reached through its hypervisor (plugin_utils/pct_connection.py) has no address of its
+own in the inventory: its ``ansible_host`` is the node's. Its server has no controller URL unless
+it binds a real address, and a multi-node server whose rank 0 is one needs
+``sglang_server_dist_init_host``, which its other nodes then call too.
 """
 
 from __future__ import annotations
@@ -19,12 +24,13 @@ import ipaddress
 import re
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import show
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import PCT_CONNECTION, through_pct
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import layout
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import COLLECTION, spec_defaults
 
 # what the role's config file is made of, in the order it is merged (a later one wins)
 READ = ('sglang_server_host', 'sglang_server_port', 'sglang_server_flags', 'sglang_server_extra_args',
-        'ansible_host')
+        'ansible_host', 'ansible_connection', 'proxmox_container_node')
 WILDCARD = ('0.0.0.0', '::', '')
 LOOPBACK = ('127.0.0.1', 'localhost', '::1')
 # what a client on the host calls for a wildcard bind: SGLang's uvicorn binds :: as an IPv6-only
@@ -123,9 +129,12 @@ def _url(host, port):
 
 def _controller_host(name, values, bind_host):
     """The bind host when it is a real address, else the container's ansible_host (else its name):
-    a wildcard or loopback bind is not an address the controller can call."""
+    a wildcard or loopback bind is not an address the controller can call. None for a container
+    reached through pct: its ansible_host is its hypervisor's."""
     if bind_host not in WILDCARD and not loopback(bind_host):
         return bind_host
+    if through_pct(values):
+        return None
     found = values.get('ansible_host') or name
     if not isinstance(found, str) or not (_ip(found) or HOST_NAME.fullmatch(found)):
         raise AddressError('ansible_host=%s of %s is not an address or host name' % (show(found), name))
@@ -135,9 +144,34 @@ def _controller_host(name, values, bind_host):
 def _own(name, values):
     dummy, port = http_port(values)
     dummy, bind_host = bind(values)
-    controller = _url(_controller_host(name, values, bind_host), port)
+    controller_host = _controller_host(name, values, bind_host)
+    controller = _url(controller_host, port) if controller_host else None
     local = _url(LOCAL.get(bind_host, bind_host), port)
     return port, bind_host, local, controller
+
+
+def _rank0_urls(where, hosts):
+    """Rank 0's URLs as the other nodes of a multi-node server have them: (what they call, what the
+    controller calls). They call rank 0's controller URL, or, when rank 0 is reached through pct, its
+    sglang_server_dist_init_host (the address they reach it at)."""
+    rank0 = where['rank0']
+    values = hosts[rank0]
+    try:
+        port, dummy, dummy, controller = _own(rank0, values)
+    except AddressError as exc:
+        raise AddressError('rank 0 (%s) of server %s: %s' % (rank0, where['name'], exc)) from None
+    if not through_pct(values):
+        return controller, controller
+    given = values.get('sglang_server_dist_init_host')
+    if not given:
+        raise AddressError('rank 0 (%s) of server %s is reached through its hypervisor (ansible_connection=%s), so '
+                           'its ansible_host is %s\'s address: set sglang_server_dist_init_host to the address the '
+                           'other nodes reach %s at' % (rank0, where['name'], PCT_CONNECTION,
+                                                        values.get('proxmox_container_node') or 'the node', rank0))
+    if not isinstance(given, str) or not (_ip(given) or HOST_NAME.fullmatch(given)):
+        raise AddressError('sglang_server_dist_init_host=%s of %s is not an address or host name'
+                           % (show(given), rank0))
+    return _url(given, port), controller
 
 
 def address(hosts, host):
@@ -146,17 +180,18 @@ def address(hosts, host):
     Only the variables of READ (and the layout's) are read; a host ``hosts`` lacks is a one-node
     server of its own; a variable not set is the role's default. Returns ``port`` and ``host`` (what
     the server binds), ``client_url`` (what a client on this host calls: on a node of rank > 0, rank
-    0's ``controller_url``), ``controller_url`` (what the controller calls: the server's rank 0) and
-    ``rank0``. Raises AddressError naming the variable and its value.
+    0's ``controller_url``, or its ``sglang_server_dist_init_host`` when rank 0 is reached through
+    pct), ``controller_url`` (what the controller calls: the server's rank 0; None when rank 0 is
+    reached through pct and binds no real address), ``rank0`` and ``via`` (the hypervisor whose pct
+    reaches rank 0, else None). Raises AddressError naming the variable and its value.
     """
     where = layout(hosts, host)
     values = hosts.get(host, {})
     port, bind_host, local, controller = _own(host, values)
-    if where['rank'] > 0:
-        rank0 = where['rank0']
-        try:
-            controller = _own(rank0, hosts[rank0])[3]
-        except AddressError as exc:
-            raise AddressError('rank 0 (%s) of server %s: %s' % (rank0, where['name'], exc)) from None
-        local = controller
-    return {'port': port, 'host': bind_host, 'client_url': local, 'controller_url': controller, 'rank0': where['rank0']}
+    if where['nnodes'] > 1:
+        rank0_client, rank0_controller = _rank0_urls(where, hosts)
+        if where['rank'] > 0:
+            local, controller = rank0_client, rank0_controller
+    rank0 = hosts.get(where['rank0'], values)
+    return {'port': port, 'host': bind_host, 'client_url': local, 'controller_url': controller, 'rank0': where['rank0'],
+            'via': rank0.get('proxmox_container_node') if through_pct(rank0) else None}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import show
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import through_pct
 
 NAME = 'sglang_server_name'
 RANK = 'sglang_server_node_rank'
@@ -60,6 +61,10 @@ def servers(hosts):
 
 
 def _address(host, values):
+    """The container's own address as the inventory has it; None for one reached through pct, whose
+    ansible_host is its hypervisor's."""
+    if through_pct(values):
+        return None
     return values.get('ansible_host') or host
 
 
@@ -76,6 +81,7 @@ def layout(hosts, host):
     nodes = sorted(members, key=lambda h: (_rank(hosts[h].get(RANK, 0)) or 0, h))
     rank0 = nodes[0]
     port = _rank(hosts[rank0].get('sglang_server_dist_init_port', DEFAULT_DIST_INIT_PORT))
+    # rank 0 reached through pct has no address here: server_address refuses it without sglang_server_dist_init_host
     dist_host = hosts[rank0].get('sglang_server_dist_init_host') or _address(rank0, hosts[rank0])
     return {
         'name': name,
@@ -87,7 +93,7 @@ def layout(hosts, host):
         # every server of the inventory, sorted: the extraction job's shards are one per server
         'servers': sorted(servers(hosts)),
         'dist_init_addr': '%s:%s' % ('[%s]' % dist_host if ':' in dist_host else dist_host, port)
-        if len(nodes) > 1 else '',
+        if len(nodes) > 1 and dist_host else '',
     }
 
 

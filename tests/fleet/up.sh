@@ -149,6 +149,39 @@ ensure_container() {
   wait_ssh_port "$addr" 150 || { log "container $name: sshd did not come up"; exit 1; }
 }
 
+# A container reached only through its hypervisor (fleet.conf kind `pct`): no network interface
+# and sshd masked, as many Proxmox containers run; inventory/demo-pct reaches it with
+# community.proxmox.proxmox_pct_remote (SSH to the node, then `pct exec`).
+ensure_pct_container() {
+  local name=$1 node=$2 vmid=$3 node_addr rootfs conf
+  node_addr=$(node_addr "$node")
+  rootfs=$LAB/nodes/$node/lxc/$vmid/rootfs
+  conf=$LAB/nodes/$node/etc-pve/lxc/$vmid.conf
+  if [ ! -f "$conf" ]; then
+    log "creating container $name (vmid $vmid on $node, no network: reached through pct only)"
+    fleet_ssh "$node_addr" pct create "$vmid" "local:vztmpl/$TEMPLATE_NAME" \
+      --hostname "$name" --memory 4096 --swap 0 --cores 2
+  fi
+  bash "$STANDINS/nvidia_smi/install.sh" --root "$rootfs" --dev-files >/dev/null
+  rm -rf "$rootfs$DEMO_MODEL_DIR" && mkdir -p "$rootfs$DEMO_MODEL_DIR"
+  cp "$REPO_DIR"/tests/fixtures/model/* "$rootfs$DEMO_MODEL_DIR/"
+  if [ "$(fleet_ssh "$node_addr" pct status "$vmid")" != "status: running" ]; then
+    log "starting container $name"
+    fleet_ssh "$node_addr" pct start "$vmid"
+  fi
+  local tries
+  for tries in $(seq 150); do
+    fleet_ssh "$node_addr" pct exec "$vmid" -- /bin/true 2>/dev/null && break
+    [ "$tries" = 150 ] && { log "container $name: pct exec does not answer"; exit 1; }
+    sleep 0.2
+  done
+  # masked, not only stopped: the restart extract.yml gives it (its /dev/shm) must not start it again
+  fleet_ssh "$node_addr" pct exec "$vmid" -- systemctl mask --now ssh.service ssh.socket >/dev/null 2>&1
+  if fleet_ssh "$node_addr" pct exec "$vmid" -- systemctl is-active --quiet ssh.service; then
+    log "container $name: sshd still runs"; exit 1
+  fi
+}
+
 # one `up` at a time: molecule scenarios and tests may call it together
 exec 9> "$LAB/run/up.lock"
 flock 9
@@ -160,4 +193,6 @@ bash "$FLEET_DIR/wheelhouse.sh" >/dev/null
 while read -r _ name addr; do ensure_node "$name" "$addr"; done < <(fleet_rows node)
 ensure_bridges_flood
 while read -r _ name addr node vmid; do ensure_container "$name" "$addr" "$node" "$vmid"; done < <(fleet_rows ct)
-log "fleet is up: $(fleet_rows node | wc -l) hypervisors, $(fleet_rows ct | wc -l) containers"
+while read -r _ name _ node vmid; do ensure_pct_container "$name" "$node" "$vmid"; done < <(fleet_rows pct)
+log "fleet is up: $(fleet_rows node | wc -l) hypervisors, $(fleet_rows ct | wc -l) containers," \
+  "$(fleet_rows pct | wc -l) reached through pct only"

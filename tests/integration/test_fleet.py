@@ -30,7 +30,7 @@ def test_up_twice_reuses_the_fleet():
 
 
 def test_each_hypervisor_is_its_own_host():
-    for address, name, vmids in (('10.200.0.2', 'pve1', ['101', '102']), ('10.200.0.3', 'pve2', ['103'])):
+    for address, name, vmids in (('10.200.0.2', 'pve1', ['101', '102']), ('10.200.0.3', 'pve2', ['103', '104'])):
         result = fleet_ssh(address, 'hostname; pct list')
         assert result.returncode == 0, result.stderr
         lines = result.stdout.splitlines()

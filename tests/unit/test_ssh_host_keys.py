@@ -1,8 +1,9 @@
 """SSH host keys are checked for every inventory but the local lab fleet's.
 
 The root ansible.cfg is what a user runs with from a checkout, production hypervisors
-(reached as root) included; only inventory/demo may trust its hosts, whose keys change
-each time tests/fleet/up.sh remakes them.
+(reached as root) included; only the lab fleet's inventories (inventory/demo, and inventory/demo-pct,
+which reaches ct4 through pve2 with paramiko) may trust their hosts, whose keys change each time
+tests/fleet/up.sh remakes them.
 """
 
 import glob
@@ -39,5 +40,12 @@ def test_only_the_demo_inventory_skips_host_key_checking():
             with open(os.path.join(REPO, 'inventory', 'demo', 'group_vars', 'all.yml')) as f:
                 args = yaml.safe_load(f)['ansible_ssh_common_args']
             assert 'StrictHostKeyChecking=no' in args   # the lab fleet is still reached
+        elif inventory == 'demo-pct':
+            # the demo's own group_vars (a link), and paramiko's switch for the pct host
+            assert os.path.realpath(os.path.join(REPO, 'inventory', 'demo-pct', 'group_vars')) == \
+                os.path.join(REPO, 'inventory', 'demo', 'group_vars')
+            with open(os.path.join(REPO, 'inventory', 'demo-pct', 'hosts.yml')) as f:
+                hosts = yaml.safe_load(f)['all']['children']['extraction_servers']['hosts']
+            assert [values.get('ansible_host_key_checking') for values in hosts.values()] == [False]
         else:
             assert skips == [], '%s turns host key checking off in %s' % (inventory, skips)

@@ -118,3 +118,17 @@ def test_the_status_table_comes_from_the_same_renderer():
 def test_bad_input_is_refused(hosts, urls):
     with pytest.raises(AnsibleFilterError, match='rollout_table'):
         rollout_table(hosts, {'ct1': {}}, urls)
+
+
+def test_a_server_reached_through_pct_shows_its_own_url_behind_its_hypervisor():
+    pct = {'ansible_connection': 'community.proxmox.proxmox_pct_remote'}
+    hostvars = {'ct4': host(104, 'pve2', healthy(), **pct), 'ct5': host(105, 'pve2', **pct)}
+    urls = {'ct4': {'controller_url': None, 'client_url': 'http://127.0.0.1:8000', 'via': 'pve2'},
+            # it binds a real address: the controller calls that
+            'ct5': {'controller_url': 'http://10.9.0.5:8000', 'client_url': 'http://10.9.0.5:8000', 'via': 'pve2'}}
+    lines, rows, summary = parse(rollout_table(list(hostvars), hostvars, urls))
+    assert rows['ct4'] == ['ct4', '104@pve2', GPUS, DRIVER, 'via pve2: http://127.0.0.1:8000', 'healthy', 'applied']
+    assert rows['ct5'][4:] == ['http://10.9.0.5:8000', 'UNREACHABLE', '-']
+    # not reached: through its hypervisor's pct, not over SSH
+    assert summary[1] == ('FAILED ct5: unreachable through pct on pve2, or the rollout stopped before it '
+                          '(extract_max_fail_percentage)')

@@ -92,13 +92,50 @@ def test_a_node_of_rank_above_0_calls_rank_0():
     hosts = {'ct1': node(0, '10.0.0.1'), 'ct3': node(1, '10.0.0.3'), 'ct2': {'ansible_host': '10.0.0.2'}}
     rank1 = address(hosts, 'ct3')
     assert rank1 == {'port': 30000, 'host': '0.0.0.0', 'client_url': 'http://10.0.0.1:30000',
-                     'controller_url': 'http://10.0.0.1:30000', 'rank0': 'ct1'}
+                     'controller_url': 'http://10.0.0.1:30000', 'rank0': 'ct1', 'via': None}
     rank0 = address(hosts, 'ct1')
     assert (rank0['client_url'], rank0['controller_url']) == ('http://127.0.0.1:30000', 'http://10.0.0.1:30000')
     # rank 0 listed after its peer in the inventory: still its URL
     assert address({'ct3': hosts['ct3'], 'ct1': hosts['ct1']}, 'ct3')['client_url'] == 'http://10.0.0.1:30000'
     # the one-node server beside them is not touched
     assert address(hosts, 'ct2')['client_url'] == 'http://127.0.0.1:8000'
+
+
+PCT = {'ansible_connection': 'community.proxmox.proxmox_pct_remote', 'proxmox_container_node': 'pve2',
+       'ansible_host': '10.0.0.3'}
+
+
+def test_a_container_reached_through_pct_has_no_controller_url_unless_it_binds_an_address():
+    # its ansible_host is its hypervisor's: never taken for the server's address
+    found = address({'ct4': dict(PCT, sglang_server_host='0.0.0.0')}, 'ct4')
+    assert (found['client_url'], found['controller_url'], found['via']) == ('http://127.0.0.1:8000', None, 'pve2')
+    found = address({'ct4': dict(PCT, sglang_server_host='10.9.0.4')}, 'ct4')
+    assert (found['client_url'], found['controller_url'], found['via']) == \
+        ('http://10.9.0.4:8000', 'http://10.9.0.4:8000', 'pve2')
+    # the same values reached over SSH: the controller calls ansible_host
+    assert one(sglang_server_host='0.0.0.0')['via'] is None
+
+
+def test_rank_0_reached_through_pct_needs_the_address_the_other_nodes_reach_it_at():
+    hosts = {'ct4': dict(PCT, **node(0, '10.0.0.3')), 'ct5': node(1, '10.0.0.5')}
+    for host in hosts:
+        with pytest.raises(AddressError) as error:
+            address(hosts, host)
+        assert 'rank 0 (ct4) of server duo is reached through its hypervisor' in str(error.value)
+        assert "ansible_host is pve2's address: set sglang_server_dist_init_host" in str(error.value)
+    hosts['ct4']['sglang_server_dist_init_host'] = '10.9.0.4'
+    assert address(hosts, 'ct5')['client_url'] == 'http://10.9.0.4:30000'
+    assert address(hosts, 'ct5')['controller_url'] is None and address(hosts, 'ct5')['via'] == 'pve2'
+    assert address(hosts, 'ct4')['client_url'] == 'http://127.0.0.1:30000'
+    hosts['ct4']['sglang_server_dist_init_host'] = 'not an address!'
+    with pytest.raises(AddressError, match="sglang_server_dist_init_host='not an address!' of ct4"):
+        address(hosts, 'ct5')
+
+
+def test_a_node_of_rank_above_0_reached_through_pct_calls_rank_0_as_before():
+    hosts = {'ct1': node(0, '10.0.0.1'), 'ct4': dict(node(1, '10.0.0.3'), **PCT)}
+    assert address(hosts, 'ct4')['client_url'] == 'http://10.0.0.1:30000'
+    assert address(hosts, 'ct4')['via'] is None
 
 
 def test_rank_0_on_a_real_ipv6_address_is_called_there():

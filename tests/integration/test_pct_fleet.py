@@ -1,0 +1,160 @@
+"""A container reached only through its hypervisor, on the local fleet (issue 23).
+
+ct4 (vmid 104 on pve2, tests/fleet/fleet.conf kind `pct`) has no network interface but loopback
+and its sshd is masked: nothing reaches it but `pct exec` on pve2, which is what
+community.proxmox.proxmox_pct_remote runs (inventory/demo-pct). From a stopped container, one
+extract.yml brings its server up and starts a job; status.yml follows the job to its end; verify.yml
+proves every sample is in the output once; stop.yml stops the server. Every step goes through pve2
+alone: the test asserts at the start and at the end that ct4 still has no address and no sshd.
+"""
+
+import json
+import os
+import re
+import subprocess
+import time
+
+import ansible_runner
+import pytest
+
+from collection_helpers import REPO, VENV_BIN
+
+LAB = os.environ.get('EAGLE3_LAB', '/var/lib/eagle3-lab')
+INVENTORY = os.path.join(REPO, 'inventory', 'demo-pct')
+NODE = '10.200.0.3'
+VMID = 104
+JOB = 'pctonly'
+SAMPLES = 300
+JOB_DIR = '/srv/eagle3-extraction/%s' % JOB
+SERVER_UNIT = 'sglang-extraction.service'
+JOB_UNIT = 'eagle3-extraction-job@%s-shard-0.service' % JOB
+PORT = 8000
+TABLE_TASK = 'Print one line per extraction server, then each failure and its cause'
+
+
+def fleet_up():
+    out = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True, check=False).stdout
+    return any(line.split()[0] == 'lab-pve2' for line in out.splitlines() if line.strip())
+
+
+pytestmark = [
+    pytest.mark.fleet,
+    pytest.mark.skipif(not fleet_up(), reason='the local fleet is not up: run `make fleet` first'),
+]
+
+
+def on_node(command, check=True, timeout=120):
+    """A command on pve2 (the hypervisor), over SSH through the lab's switch."""
+    argv = ['ssh', '-n', '-i', os.path.join(LAB, 'ssh', 'id_ed25519'), '-o', 'BatchMode=yes',
+            '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=ERROR',
+            '-o', 'ConnectTimeout=5', '-o', 'ProxyCommand=ip netns exec lab-ctl nc %h %p', 'root@' + NODE, command]
+    result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
+    if check:
+        assert result.returncode == 0, '%s\n%s%s' % (command, result.stdout, result.stderr)
+    return result
+
+
+def in_ct4(command, check=True):
+    """A shell command inside ct4, the only way in: pct exec on its node."""
+    return on_node("pct exec %d -- sh -c '%s'" % (VMID, command), check=check)
+
+
+def playbook(tmp_path, name, path, extravars=None):
+    private = tmp_path / name
+    private.mkdir()
+    if VENV_BIN not in os.environ['PATH'].split(os.pathsep):
+        os.environ['PATH'] = VENV_BIN + os.pathsep + os.environ['PATH']
+    runner = ansible_runner.run(
+        private_data_dir=str(private), project_dir=REPO, playbook=path, inventory=INVENTORY,
+        extravars=extravars or {}, envvars={'ANSIBLE_CONFIG': os.path.join(REPO, 'ansible.cfg'), 'ANSIBLE_NOCOLOR': '1'},
+        quiet=True)
+    output = runner.stdout.read()
+    (private / 'output.log').write_text(output)
+    return runner, output
+
+
+def debug_msg(runner, task):
+    for event in runner.events:
+        data = event.get('event_data', {})
+        if event.get('event') == 'runner_on_ok' and data.get('task') == task:
+            return data['res'].get('msg')
+    return None
+
+
+def isolation():
+    """What reaches ct4 besides pct: its interfaces and its sshd."""
+    interfaces = in_ct4('ip -o link show | cut -d: -f2').stdout.split()
+    sshd = in_ct4('systemctl is-active ssh.service', check=False).stdout.strip()
+    return interfaces, sshd
+
+
+@pytest.fixture(scope='module')
+def scenario(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp('pct')
+    found = {'before': isolation()}
+    # from a stopped container, with no output of an earlier run of this test
+    if on_node('pct status %d' % VMID).stdout.strip() == 'status: running':
+        in_ct4('rm -rf %s' % JOB_DIR)
+        on_node('pct stop %d' % VMID)
+    dataset = tmp / 'dataset.jsonl'
+    made = subprocess.run([os.path.join(VENV_BIN, 'python'), os.path.join(REPO, 'tests', 'job', 'demo_dataset.py'),
+                           '--samples', str(SAMPLES), '--out', str(dataset)], capture_output=True, text=True, check=False)
+    assert made.returncode == 0, made.stderr
+    job = {'extraction_job_name': JOB}
+
+    runner, output = playbook(tmp, 'extract', 'extract.yml', dict(job, extraction_job_dataset=str(dataset)))
+    assert runner.rc == 0, output[-6000:]
+    found['table'] = debug_msg(runner, TABLE_TASK)
+    found['server'] = in_ct4('systemctl is-active %s' % SERVER_UNIT, check=False).stdout.strip()
+
+    deadline = time.time() + 300
+    while True:
+        runner, output = playbook(tmp, 'status-%d' % int(time.time()), 'playbooks/status.yml',
+                                  dict(job, status_until_complete=True))
+        if runner.rc == 0:
+            break
+        assert time.time() < deadline, 'the job did not complete in 300 s:\n' + output[-4000:]
+        time.sleep(3)
+    found['status'] = output
+
+    runner, output = playbook(tmp, 'verify', 'playbooks/verify.yml', job)
+    assert runner.rc == 0, output[-6000:]
+    found['verify'] = output
+
+    runner, output = playbook(tmp, 'stop', 'playbooks/stop.yml')
+    assert runner.rc == 0, output[-6000:]
+    found['after'] = isolation()
+    found['stopped'] = in_ct4('systemctl is-active %s' % SERVER_UNIT, check=False).stdout.strip()
+    found['listening'] = in_ct4('ss -H -ltn sport = :%d' % PORT).stdout.strip()
+    found['manifest'] = in_ct4('cat %s/shard-0-of-1/status.json' % JOB_DIR).stdout
+    return found
+
+
+def test_the_container_is_reached_through_its_hypervisor_alone(scenario):
+    # loopback only, and no sshd: before the run and after it
+    assert scenario['before'] == (['lo'], 'inactive'), scenario['before']
+    assert scenario['after'] == (['lo'], 'inactive'), scenario['after']
+
+
+def test_extract_brings_the_server_up_and_the_table_says_how_it_is_reached(scenario):
+    assert scenario['server'] == 'active'
+    rows = [line for line in scenario['table'].splitlines() if line.startswith('ct4 ')]
+    assert len(rows) == 1, scenario['table']
+    cells = re.split(r'\s{2,}', rows[0])
+    # no URL the controller could call: the one the container's own clients call, behind its hypervisor
+    assert cells[1:] == ['104@pve2', '2 x NVIDIA H200', '580.159.04', 'via pve2: http://127.0.0.1:%d' % PORT,
+                         'healthy', 'applied'], cells
+    assert '1 of 1 servers healthy' in scenario['table']
+
+
+def test_the_job_ran_to_its_end_and_verify_finds_every_sample_once(scenario):
+    status = json.loads(scenario['manifest'])
+    assert (status['state'], status['samples_done'], status['samples_total']) == ('complete', SAMPLES, SAMPLES), status
+    assert re.search(r'\bct4\s+0/1\s+complete\s+%d\s+%d\s+100\.0' % (SAMPLES, SAMPLES), scenario['status']), \
+        scenario['status'][-3000:]
+    assert "verified: %d samples exactly once" % SAMPLES in scenario['verify'], scenario['verify'][-3000:]
+
+
+def test_stop_stops_the_server_through_the_hypervisor(scenario):
+    assert scenario['stopped'] == 'inactive'
+    assert scenario['listening'] == ''
