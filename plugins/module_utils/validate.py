@@ -37,6 +37,18 @@ def show(value):
     return text if len(text) <= 200 else text[:200] + '...'
 
 
+def inventory_int(value, digits):
+    """An integer as an inventory may write it: an int, or a string of at most ``digits`` digits ("471",
+    "0471"); None for anything else (a bool, a float, a sign, a word)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r'[0-9]{1,%d}' % digits, value):
+        return int(value)
+    return None
+
+
 def _strings(value, where):
     """(where, string) for every string in value, walking lists and dicts (keys too)."""
     if isinstance(value, str):

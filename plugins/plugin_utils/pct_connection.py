@@ -13,9 +13,7 @@ container: ``connection_errors`` refuses that, in the inventory check and the pr
 
 from __future__ import annotations
 
-import re
-
-from ansible_collections.eagle3.extraction.plugins.module_utils.validate import show
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
 
 PCT_CONNECTION = 'community.proxmox.proxmox_pct_remote'
 # what the rules below read of a container, besides its proxmox_container_node and _vmid
@@ -28,13 +26,7 @@ def through_pct(values):
 
 
 def _vmid(value):
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and re.fullmatch(r'[0-9]{1,9}', value):
-        return int(value)
-    return None
+    return inventory_int(value, 9)
 
 
 def connection_errors(host, values, node_address):

@@ -34,7 +34,7 @@ from ansible_collections.eagle3.extraction.plugins.filter.sglang_server_unit imp
     bad_character, sglang_server_config, systemd_environment)
 from ansible_collections.eagle3.extraction.plugins.module_utils.pct import SHM_SIZE_RE
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import servers
-from ansible_collections.eagle3.extraction.plugins.module_utils.validate import VMID_MAX, VMID_MIN, show
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import VMID_MAX, VMID_MIN, inventory_int, show
 from ansible_collections.eagle3.extraction.plugins.modules.pct_container import (
     HOSTNAME_RE, OSTEMPLATE_RE, SSH_KEY_RE, STORAGE_RE)
 
@@ -621,13 +621,7 @@ def host_value_errors(specs, values):
 
 
 def _as_int(value):
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and re.fullmatch(r'[0-9]{1,12}', value):
-        return int(value)
-    return None
+    return inventory_int(value, 12)
 
 
 def cross_host_errors(hosts, hypervisors):

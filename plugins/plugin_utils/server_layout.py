@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.eagle3.extraction.plugins.module_utils.validate import show
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import through_pct
 
 NAME = 'sglang_server_name'
@@ -38,13 +38,7 @@ NOT_SET = object()
 
 
 def _rank(value):
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and re.fullmatch(r'[0-9]{1,4}', value):
-        return int(value)
-    return None
+    return inventory_int(value, 4)
 
 
 def server_name(host, values):

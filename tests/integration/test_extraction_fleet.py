@@ -35,6 +35,7 @@ import ansible_runner
 import pytest
 import yaml
 
+from fleet_helpers import FLEET, lab_ssh
 from collection_helpers import REPO, VENV_BIN
 
 LAB = os.environ.get('EAGLE3_LAB', '/var/lib/eagle3-lab')
@@ -68,27 +69,12 @@ CONCURRENCY = 4
 FORWARD_MS = '200'
 
 
-def fleet_up():
-    out = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True, check=False).stdout
-    return any(line.split()[0] == 'lab-pve1' for line in out.splitlines() if line.strip())
-
-
-pytestmark = [
-    pytest.mark.fleet,
-    pytest.mark.skipif(not fleet_up(), reason='the local fleet is not up: run `make fleet` first'),
+pytestmark = FLEET + [
     pytest.mark.skipif(not os.path.exists(TORCH_PYTHON), reason='the torch venv is not built: bash tests/torch-venv.sh'),
 ]
 
 
-def ssh(address, command, check=True, timeout=60):
-    argv = ['ssh', '-n', '-i', os.path.join(LAB, 'ssh', 'id_ed25519'), '-o', 'BatchMode=yes',
-            '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=ERROR',
-            '-o', 'ConnectTimeout=5', '-o', 'ProxyCommand=ip netns exec lab-ctl nc %h %p',
-            'root@' + address, command]
-    result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
-    if check:
-        assert result.returncode == 0, '%s: %s\n%s%s' % (address, command, result.stdout, result.stderr)
-    return result
+ssh = lab_ssh
 
 
 def ct(name, command, **kwargs):

@@ -17,9 +17,9 @@ import time
 import ansible_runner
 import pytest
 
+from fleet_helpers import FLEET, lab_ssh
 from collection_helpers import REPO, VENV_BIN
 
-LAB = os.environ.get('EAGLE3_LAB', '/var/lib/eagle3-lab')
 INVENTORY = os.path.join(REPO, 'inventory', 'demo-pct')
 NODE = '10.200.0.3'
 VMID = 104
@@ -27,31 +27,16 @@ JOB = 'pctonly'
 SAMPLES = 300
 JOB_DIR = '/srv/eagle3-extraction/%s' % JOB
 SERVER_UNIT = 'sglang-extraction.service'
-JOB_UNIT = 'eagle3-extraction-job@%s-shard-0.service' % JOB
 PORT = 8000
 TABLE_TASK = 'Print one line per extraction server, then each failure and its cause'
 
 
-def fleet_up():
-    out = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True, check=False).stdout
-    return any(line.split()[0] == 'lab-pve2' for line in out.splitlines() if line.strip())
-
-
-pytestmark = [
-    pytest.mark.fleet,
-    pytest.mark.skipif(not fleet_up(), reason='the local fleet is not up: run `make fleet` first'),
-]
+pytestmark = FLEET
 
 
 def on_node(command, check=True, timeout=120):
     """A command on pve2 (the hypervisor), over SSH through the lab's switch."""
-    argv = ['ssh', '-n', '-i', os.path.join(LAB, 'ssh', 'id_ed25519'), '-o', 'BatchMode=yes',
-            '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=ERROR',
-            '-o', 'ConnectTimeout=5', '-o', 'ProxyCommand=ip netns exec lab-ctl nc %h %p', 'root@' + NODE, command]
-    result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
-    if check:
-        assert result.returncode == 0, '%s\n%s%s' % (command, result.stdout, result.stderr)
-    return result
+    return lab_ssh(NODE, command, check=check, timeout=timeout)
 
 
 def in_ct4(command, check=True):

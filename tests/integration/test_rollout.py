@@ -30,9 +30,9 @@ import ansible_runner
 import pytest
 import yaml
 
+from fleet_helpers import FLEET, lab_ssh
 from collection_helpers import REPO, VENV_BIN, installed, run  # noqa: F401  pylint: disable=unused-import
 
-LAB = os.environ.get('EAGLE3_LAB', '/var/lib/eagle3-lab')
 DEMO_INVENTORY = os.path.join(REPO, 'inventory', 'demo')
 NODES = {'pve1': '10.200.0.2', 'pve2': '10.200.0.3'}
 CTS = {'ct1': ('10.200.0.101', 'pve1', 101), 'ct2': ('10.200.0.102', 'pve1', 102),
@@ -48,26 +48,10 @@ HEALTH_GET = ('import sys, urllib.request as u; '
               'print(u.build_opener(u.ProxyHandler({})).open(sys.argv[1], timeout=10).status)')
 
 
-def fleet_up():
-    out = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True, check=False).stdout
-    return any(line.split()[0] == 'lab-pve1' for line in out.splitlines() if line.strip())
+pytestmark = FLEET
 
 
-pytestmark = [
-    pytest.mark.fleet,
-    pytest.mark.skipif(not fleet_up(), reason='the local fleet is not up: run `make fleet` first'),
-]
-
-
-def ssh(address, command, check=True, timeout=60):
-    argv = ['ssh', '-n', '-i', os.path.join(LAB, 'ssh', 'id_ed25519'), '-o', 'BatchMode=yes',
-            '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=ERROR',
-            '-o', 'ConnectTimeout=10', '-o', 'ProxyCommand=ip netns exec lab-ctl nc %h %p',
-            'root@' + address, command]
-    result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
-    if check:
-        assert result.returncode == 0, '%s: %s\n%s%s' % (address, command, result.stdout, result.stderr)
-    return result
+ssh = lab_ssh
 
 
 def ct(name, command, **kwargs):

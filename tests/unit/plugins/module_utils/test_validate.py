@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import (
-    convert_numbers, number_option, option_value_errors)
+    convert_numbers, inventory_int, number_option, option_value_errors)
 from ansible_collections.eagle3.extraction.plugins.modules import pct_container, port_reclaim
 
 REPO = Path(__file__).resolve().parents[4]
@@ -80,3 +80,11 @@ def test_no_plugin_reads_ansible_core_private_state():
     offenders = [str(path.relative_to(REPO)) for path in sorted((REPO / 'plugins').rglob('*.py'))
                  if private.search(path.read_text())]
     assert offenders == []
+
+
+@pytest.mark.parametrize('value, digits, expected', [
+    (471, 4, 471), ('471', 4, 471), ('0471', 4, 471), ('12345', 4, None), (True, 4, None), (4.0, 4, None),
+    ('-1', 4, None), (' 1', 4, None), ('1\n', 4, None), ('', 4, None), (None, 4, None), ('123456789', 9, 123456789),
+])
+def test_inventory_int_takes_an_int_or_its_digits_and_nothing_else(value, digits, expected):
+    assert inventory_int(value, digits) == expected
