@@ -114,6 +114,20 @@ ensure_node() {
 
 node_addr() { fleet_rows node | awk -v n="$1" '$2 == n {print $3}'; }
 
+# what a container of the fleet has beside the template, then started when it is not running
+provision_and_start() {
+  local name=$1 node_addr=$2 vmid=$3 rootfs=$4
+  # the stand-in nvidia-smi: refreshed each time so the fleet runs this checkout's
+  bash "$STANDINS/nvidia_smi/install.sh" --root "$rootfs" --dev-files >/dev/null
+  # the weights, pre-provisioned as on a real site (inventory/demo's sglang_server_model_path)
+  rm -rf "$rootfs$DEMO_MODEL_DIR" && mkdir -p "$rootfs$DEMO_MODEL_DIR"
+  cp "$REPO_DIR"/tests/fixtures/model/* "$rootfs$DEMO_MODEL_DIR/"
+  if [ "$(fleet_ssh "$node_addr" pct status "$vmid")" != "status: running" ]; then
+    log "starting container $name"
+    fleet_ssh "$node_addr" pct start "$vmid"
+  fi
+}
+
 ensure_container() {
   local name=$1 addr=$2 node=$3 vmid=$4 node_addr rootfs conf net0 ip6
   node_addr=$(node_addr "$node")
@@ -137,15 +151,7 @@ ensure_container() {
       fleet_ssh "$node_addr" pct reboot "$vmid"
     fi
   fi
-  # the stand-in nvidia-smi: refreshed each time so the fleet runs this checkout's
-  bash "$STANDINS/nvidia_smi/install.sh" --root "$rootfs" --dev-files >/dev/null
-  # the weights, pre-provisioned as on a real site (inventory/demo's sglang_server_model_path)
-  rm -rf "$rootfs$DEMO_MODEL_DIR" && mkdir -p "$rootfs$DEMO_MODEL_DIR"
-  cp "$REPO_DIR"/tests/fixtures/model/* "$rootfs$DEMO_MODEL_DIR/"
-  if [ "$(fleet_ssh "$node_addr" pct status "$vmid")" != "status: running" ]; then
-    log "starting container $name"
-    fleet_ssh "$node_addr" pct start "$vmid"
-  fi
+  provision_and_start "$name" "$node_addr" "$vmid" "$rootfs"
   wait_ssh_port "$addr" 150 || { log "container $name: sshd did not come up"; exit 1; }
 }
 
@@ -162,13 +168,7 @@ ensure_pct_container() {
     fleet_ssh "$node_addr" pct create "$vmid" "local:vztmpl/$TEMPLATE_NAME" \
       --hostname "$name" --memory 4096 --swap 0 --cores 2
   fi
-  bash "$STANDINS/nvidia_smi/install.sh" --root "$rootfs" --dev-files >/dev/null
-  rm -rf "$rootfs$DEMO_MODEL_DIR" && mkdir -p "$rootfs$DEMO_MODEL_DIR"
-  cp "$REPO_DIR"/tests/fixtures/model/* "$rootfs$DEMO_MODEL_DIR/"
-  if [ "$(fleet_ssh "$node_addr" pct status "$vmid")" != "status: running" ]; then
-    log "starting container $name"
-    fleet_ssh "$node_addr" pct start "$vmid"
-  fi
+  provision_and_start "$name" "$node_addr" "$vmid" "$rootfs"
   local tries
   for tries in $(seq 150); do
     fleet_ssh "$node_addr" pct exec "$vmid" -- /bin/true 2>/dev/null && break
