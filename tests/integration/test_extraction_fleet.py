@@ -35,8 +35,8 @@ import ansible_runner
 import pytest
 import yaml
 
-from fleet_helpers import FLEET, lab_ssh
 from collection_helpers import REPO, VENV_BIN
+from fleet_helpers import FLEET, lab_ssh
 
 LAB = os.environ.get('EAGLE3_LAB', '/var/lib/eagle3-lab')
 DEMO_INVENTORY = os.path.join(REPO, 'inventory', 'demo')

@@ -23,12 +23,10 @@ import time
 import pytest
 
 from collection_helpers import REPO
-from test_rollout import CTS, HEALTH_GET, PORT, ct, extract, fleet_up, inventory
+from fleet_helpers import FLEET
+from test_rollout import CTS, HEALTH_GET, PORT, ct, extract, inventory
 
-pytestmark = [
-    pytest.mark.fleet,
-    pytest.mark.skipif(not fleet_up(), reason='the local fleet is not up: run `make fleet` first'),
-]
+pytestmark = FLEET
 
 UNIT = 'sglang-extraction.service'
 DIST_INIT_PORT = 5000

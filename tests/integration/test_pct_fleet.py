@@ -17,8 +17,8 @@ import time
 import ansible_runner
 import pytest
 
-from fleet_helpers import FLEET, lab_ssh
 from collection_helpers import REPO, VENV_BIN
+from fleet_helpers import FLEET, lab_ssh
 
 INVENTORY = os.path.join(REPO, 'inventory', 'demo-pct')
 NODE = '10.200.0.3'

@@ -30,8 +30,8 @@ import ansible_runner
 import pytest
 import yaml
 
-from fleet_helpers import FLEET, lab_ssh
 from collection_helpers import REPO, VENV_BIN, installed, run  # noqa: F401  pylint: disable=unused-import
+from fleet_helpers import FLEET, lab_ssh
 
 DEMO_INVENTORY = os.path.join(REPO, 'inventory', 'demo')
 NODES = {'pve1': '10.200.0.2', 'pve2': '10.200.0.3'}
