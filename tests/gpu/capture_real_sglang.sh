@@ -19,7 +19,9 @@
 #          profiles of a server without the capture and of one with it, whose parts
 #          are switched off round by round (capture_variants/sitecustomize.py)
 #   jobbench  the extraction job driving a capture-on server (wide model, as bench)
-#          against a bare client sending the same prompts (tests/gpu/job_bench.py).
+#          against a bare client sending the same prompts (tests/gpu/job_bench.py),
+#          JOBBENCH_PROMPTS of them (default 128), with the host's CPUs sampled from
+#          /proc in each phase (tests/gpu/host_profile.py).
 #   tp2    (two GPUs) the same prompts to a TP-1 server on GPU 0, then to TP-2 servers
 #          on GPUs 0,1, once without NCCL variables and once with the six of the
 #          manual setup: one file per request, written by the TP-0 scheduler only,
@@ -162,7 +164,8 @@ elif [ "$MODE" = jobbench ]; then
   if start_server jobbench 30010 "$DUMP" "$WORK/wide" 1,3,5; then
     env PYTHONPATH="$SGL_PYTHONPATH" "$SGL_PY" tests/gpu/job_bench.py --url http://127.0.0.1:30010 \
       --dump "$DUMP" --out "$OUTDIR" --work "$WORK/jobbench" --python "$SGL_PY" \
-      2>&1 | tee -a "$WORK/client.log" || FAILS=$((FAILS + 1))
+      --prompts "${JOBBENCH_PROMPTS:-128}" 2>&1 | tee -a "$WORK/client.log" || FAILS=$((FAILS + 1))
+    cp "$WORK/jobbench/job.log" "$WORK/jobbench.log" 2>/dev/null
     tail -5 "$WORK/jobbench/job.log" 2>/dev/null | sed 's/^/[job.log] /'
     stop_server
   else
@@ -238,8 +241,8 @@ if off and on and len(off) >= 3 and len(on) >= 3:
     print(f"| steady (rounds 1-2) | {steady_off:,.0f} | {steady_on:,.0f} | {100 * (1 - steady_on / steady_off):.1f} % |")
 PY
 fi
-# what comes back (at most 8 files): the servers' logs, the client's, the role's
-for f in A.log K.log bench-on.log profile-on.log client.log patch-1.log tp2.log tp2-nccl.log; do
+# what comes back: the servers' logs, the client's, the role's, the job's (those the mode made)
+for f in A.log K.log bench-on.log profile-on.log client.log patch-1.log tp2.log tp2-nccl.log jobbench.log; do
   [ -f "$WORK/$f" ] && cp "$WORK/$f" "${OUT:-$WORK}/"
 done
 echo "== $MODE: $FAILS failure(s) =="

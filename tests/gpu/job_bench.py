@@ -6,12 +6,15 @@ warm-up round:
   bare  capture_client's way: --concurrency requests at a time, time until every
         request is answered (its dumps are left in /dev/shm, then removed untimed)
   job   python -m eagle3_extraction_job run with the same concurrency, two figures:
-        served: from the job's first request until the last dump appeared (the
-        server's prompt tokens/s while the job drives it: the goal's measure)
+        served: from the job's first request (its "sending" line, read as it is
+        printed) until the last dump appeared (the server's prompt tokens/s while the
+        job drives it: the goal's measure)
         durable: from its first request to its exit, when every sample is a .ckpt on
         the output disk, fsynced and in the manifest (what a user waits for)
 Prints prompt tokens/s of both, the ratio, and the output disk's own fsynced write
-rate for the same bytes, as JSON on the last line.
+rate for the same bytes, as JSON on the last line. The host's CPUs are sampled from
+/proc during the measured bare round, the job's serving and the whole job
+(host_profile.py: CPU used and time spent waiting for a CPU, by process and thread).
 """
 
 from __future__ import annotations
@@ -28,17 +31,24 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 from capture_client import generate, prompt, wait_files
+from host_profile import Sampler, report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROFILES = {}   # phase -> host_profile summary
 
 
 def bare_round(args, tag):
     rids = [f"bare{tag}-{i}" for i in range(args.prompts)]
     ids = {rid: prompt(f"jb-{i}", args.tokens) for i, rid in enumerate(rids)}
+    sampler = Sampler(args.profile_interval).start()
     t0 = time.perf_counter()
     with ThreadPoolExecutor(args.concurrency) as pool:
         codes = list(pool.map(lambda rid: generate(args.url, rid, ids[rid])[0], rids))
     secs = time.perf_counter() - t0
+    if tag == "measured":
+        PROFILES["bare client"] = sampler.stop()
+    else:
+        sampler.stop()
     wait_files(args.dump, rids, timeout=300)
     for rid in rids:
         try:
@@ -72,9 +82,10 @@ def job_run(args):
     cfg_path = os.path.join(args.work, "job.json")
     with open(cfg_path, "w", encoding="utf-8") as f:
         json.dump(cfg, f)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join(
         [os.path.join(ROOT, "roles", "extraction_job", "files"), os.environ.get("PYTHONPATH", "")]))
     seen, last_seen, stop = set(), [0.0], threading.Event()
+    sampler = [None]
 
     def watch():  # a dump appears when its prompt's prefill ends, before the 200
         while not stop.is_set():
@@ -82,20 +93,32 @@ def job_run(args):
             if names - seen:
                 seen.update(names)
                 last_seen[0] = time.time()
+                if len(seen) == args.prompts and sampler[0] is not None:
+                    PROFILES["job serving"] = sampler[0].summary()
             time.sleep(0.005)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     t0 = time.time()
-    proc = subprocess.run([args.python, "-m", "eagle3_extraction_job", "run", "--config", cfg_path],
-                          env=env, capture_output=True, text=True, timeout=1200, check=False)
+    proc = subprocess.Popen([args.python, "-m", "eagle3_extraction_job", "run", "--config", cfg_path],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, first = [], None
+    for line in proc.stdout:   # read as printed: the first request is the "sending" line's moment
+        lines.append(line.rstrip("\n"))
+        if first is None and " sending " in line:
+            first = log_time(line) or time.time()
+            sampler[0] = Sampler(args.profile_interval).start()
+    proc.wait(timeout=1200)
     t_exit = time.time()
     stop.set()
     watcher.join()
+    if sampler[0] is not None:
+        PROFILES["job to durable"] = sampler[0].stop()
     with open(os.path.join(args.work, "job.log"), "w", encoding="utf-8") as f:
-        f.write(proc.stdout + proc.stderr)
-    first = next((log_time(line) for line in proc.stdout.splitlines() if "resume:" in line), t0)
-    print("\n".join("INFO job log: " + line for line in proc.stdout.splitlines()[-4:]), flush=True)
+        f.write("\n".join(lines) + "\n")
+    if first is None:   # a job without the line (older code): its "resume:" line's time
+        first = next((log_time(line) for line in lines if "resume:" in line), t0)
+    print("\n".join("INFO job log: " + line for line in lines[-4:]), flush=True)
     tokens = args.prompts * args.tokens
     served = tokens / (last_seen[0] - first) if len(seen) == args.prompts else 0.0
     durable = tokens / (t_exit - first)
@@ -148,6 +171,8 @@ def main():
     parser.add_argument("--drain-workers", type=int, default=8)
     parser.add_argument("--hidden", type=int, default=7168)
     parser.add_argument("--aux", type=int, default=3)
+    parser.add_argument("--profile-interval", type=float, default=0.2,
+                        help="seconds between two samples of /proc (host_profile.py)")
     args = parser.parse_args()
     bare_round(args, "warm")
     bare = bare_round(args, "measured")
@@ -162,12 +187,15 @@ def main():
           f"fsynced write rate {disk1 / 1e9:.2f} GB/s from one writer, {disk / 1e9:.2f} GB/s from "
           f"{args.drain_workers} (the goal's measure); the job's output rate end to end "
           f"{job_rate / 1e9:.2f} GB/s, {job_rate / disk:.2f} of the disk's", flush=True)
+    for phase, summary in PROFILES.items():
+        print(report(phase, summary), flush=True)
     ok = rc == 0 and ckpts == args.prompts
     print(f"{'PASS' if ok else 'FAIL'} the job finished every sample ({ckpts}/{args.prompts}, exit {rc})")
     print(json.dumps({"jobbench": {"bare": bare, "job": job, "ratio": job / bare, "durable": durable,
                                    "disk_gbps": disk / 1e9, "disk_1_gbps": disk1 / 1e9,
                                    "disk_writers": args.drain_workers, "to_disk": job_rate / disk,
-                                   "out_gb": out_bytes / 1e9}}), flush=True)
+                                   "out_gb": out_bytes / 1e9, "prompts": args.prompts,
+                                   "host": PROFILES}}), flush=True)
     return 0 if ok else 1
 
 
