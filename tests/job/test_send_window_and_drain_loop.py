@@ -64,9 +64,8 @@ def test_the_send_window_is_what_fits_under_the_high_watermark(job_dirs):
 
     def usage(path):
         return space.Usage(shm["total"], shm["total"]) if path == job_dirs["dump"] else big_shm(path)
-    job = jobmod.Job(config_for(job_dirs, ds, "http://127.0.0.1:9", concurrency=3, shm_high=0.5,
-                                    shm_low=0.4),
-                     torch, usage_fn=usage)
+    cfg = config_for(job_dirs, ds, "http://127.0.0.1:9", concurrency=3, shm_high=0.5, shm_low=0.4)
+    job = jobmod.Job(cfg, torch, usage_fn=usage)
     job.load_dataset()
     todo = list(job.samples.values())
     per_sample = space.estimate(1, 100, 16, 3)

@@ -390,8 +390,8 @@ class Job:  # pylint: disable=too-many-instance-attributes
                     break
                 # not empty: with ``stopping`` done and nothing running the loop has ended
                 wait_for = running | ({stopping} if not stopping.done() else set())
-                done, _ = await asyncio.wait(wait_for, timeout=self.cfg.poll_interval,
-                                             return_when=asyncio.FIRST_COMPLETED)
+                done, _pending = await asyncio.wait(wait_for, timeout=self.cfg.poll_interval,
+                                                    return_when=asyncio.FIRST_COMPLETED)
                 for task in done - {stopping}:
                     running.discard(task)
                     if task.exception() is not None and failure is None:
