@@ -500,8 +500,11 @@ class Job:  # pylint: disable=too-many-instance-attributes
         tokens = sum(s.tokens for s in todo)
         mean = max(1, space.estimate(len(todo), tokens, self.cfg.hidden_size,
                                      self.cfg.captured_layers) // len(todo))
-        fits = int(self.usage_fn(self.cfg.dump_dir).total * self.cfg.shm_high) // mean
-        return max(low, min(SEND_WINDOW_MAX, fits))
+        try:
+            total = self.usage_fn(self.cfg.dump_dir).total
+        except OSError:   # no dump dir yet: the gate says so before the first request
+            return low
+        return max(low, min(SEND_WINDOW_MAX, int(total * self.cfg.shm_high) // mean))
 
     async def _send_all(self, todo):
         import aiohttp  # pylint: disable=import-outside-toplevel
