@@ -19,12 +19,18 @@
 #          profiles of a server without the capture and of one with it, whose parts
 #          are switched off round by round (capture_variants/sitecustomize.py)
 #   jobbench  the extraction job driving a capture-on server (wide model, as bench)
-#          against a bare client sending the same prompts (tests/gpu/job_bench.py).
+#          against a bare client sending the same prompts (tests/gpu/job_bench.py),
+#          JOBBENCH_PROMPTS of them (default 128), with the host's CPUs sampled from
+#          /proc in each phase (tests/gpu/host_profile.py); JOBBENCH_VARIANTS=plain,nice
+#          runs the job a second time with its drain threads at nice +10.
 #   tp2    (two GPUs) the same prompts to a TP-1 server on GPU 0, then to TP-2 servers
 #          on GPUs 0,1, once without NCCL variables and once with the six of the
 #          manual setup: one file per request, written by the TP-0 scheduler only,
 #          input_ids equal to what was sent, hidden states equal to TP 1's within
 #          bf16 all-reduce tolerance (max abs diff reported).
+#
+# bench, profile and jobbench serve the wide model with CAPTURE_LAYERS layers (default 8;
+# 32 is the issue's second size).
 #
 # Needs the offline SGLang kit of ../shared/recipes/real-sglang (parts p01.. already
 # copied into /tmp/kit by earlier calls, p00 carried in .kit/p00) and ansible-core's
@@ -157,13 +163,15 @@ elif [ "$MODE" = tp2 ]; then
 elif [ "$MODE" = jobbench ]; then
   DUMP=/dev/shm/hs-jobbench OUTDIR=${JOBBENCH_OUT:-/tmp/jobbench-out}
   rm -rf "$DUMP" "$OUTDIR"; mkdir -p "$DUMP" "$OUTDIR"
-  python3 tests/gpu/model_config.py "$WORK/wide" --hidden 7168 --layers 8 --experts 32 --context 4096
+  python3 tests/gpu/model_config.py "$WORK/wide" --hidden 7168 --layers "${CAPTURE_LAYERS:-8}" --experts 32 --context 4096
   echo "[disks] $(df -h /dev/shm | tail -1); $(df -h "$OUTDIR" | tail -1)"
   if start_server jobbench 30010 "$DUMP" "$WORK/wide" 1,3,5; then
     env PYTHONPATH="$SGL_PYTHONPATH" "$SGL_PY" tests/gpu/job_bench.py --url http://127.0.0.1:30010 \
       --dump "$DUMP" --out "$OUTDIR" --work "$WORK/jobbench" --python "$SGL_PY" \
-      2>&1 | tee -a "$WORK/client.log" || FAILS=$((FAILS + 1))
-    tail -5 "$WORK/jobbench/job.log" 2>/dev/null | sed 's/^/[job.log] /'
+      --prompts "${JOBBENCH_PROMPTS:-128}" --job-variants "${JOBBENCH_VARIANTS:-plain}" 2>&1 \
+      | tee -a "$WORK/client.log" || FAILS=$((FAILS + 1))
+    cat "$WORK"/jobbench/job-*.log >"$WORK/jobbench.log" 2>/dev/null
+    tail -5 "$WORK/jobbench.log" | sed 's/^/[job.log] /'
     stop_server
   else
     fail "jobbench server did not start"
@@ -176,7 +184,7 @@ elif [ "$MODE" = profile ]; then
   # or both (two calls of at most 10 minutes each); PROFILE_VARIANTS the variants.
   DUMP=/dev/shm/hs-profile PROFILES=/tmp/capture-profiles
   rm -rf "$DUMP"; mkdir -p "$DUMP" "$PROFILES"
-  python3 tests/gpu/model_config.py "$WORK/wide" --hidden 7168 --layers 8 --experts 32 --context 4096
+  python3 tests/gpu/model_config.py "$WORK/wide" --hidden 7168 --layers "${CAPTURE_LAYERS:-8}" --experts 32 --context 4096
   for tag in ${PROFILE_SERVERS:-off on}; do
     dump=-; SERVER_ENV=()
     if [ "$tag" = on ]; then
@@ -211,7 +219,7 @@ elif [ "$MODE" = profile ]; then
 else
   DUMP=/dev/shm/hs-bench
   rm -rf "$DUMP"; mkdir -p "$DUMP"
-  python3 tests/gpu/model_config.py "$WORK/wide" --hidden 7168 --layers 8 --experts 32 --context 4096
+  python3 tests/gpu/model_config.py "$WORK/wide" --hidden 7168 --layers "${CAPTURE_LAYERS:-8}" --experts 32 --context 4096
   echo "[shm] $(df -h /dev/shm | tail -1)"
   for tag in ${CAPTURE_BENCH_TAGS:-off on}; do
     dump=-; [ "$tag" = on ] && dump=$DUMP
@@ -238,8 +246,8 @@ if off and on and len(off) >= 3 and len(on) >= 3:
     print(f"| steady (rounds 1-2) | {steady_off:,.0f} | {steady_on:,.0f} | {100 * (1 - steady_on / steady_off):.1f} % |")
 PY
 fi
-# what comes back (at most 8 files): the servers' logs, the client's, the role's
-for f in A.log K.log bench-on.log profile-on.log client.log patch-1.log tp2.log tp2-nccl.log; do
+# what comes back: the servers' logs, the client's, the role's, the job's (those the mode made)
+for f in A.log K.log bench-on.log profile-on.log client.log patch-1.log tp2.log tp2-nccl.log jobbench.log; do
   [ -f "$WORK/$f" ] && cp "$WORK/$f" "${OUT:-$WORK}/"
 done
 echo "== $MODE: $FAILS failure(s) =="

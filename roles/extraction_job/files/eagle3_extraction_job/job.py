@@ -17,6 +17,7 @@ import glob
 import logging
 import os
 import sqlite3
+import threading
 import time
 
 from eagle3_extraction_job import chat, dataset, drain, manifest, names, sender, space, status
@@ -29,6 +30,9 @@ EXIT_REFUSED = 2
 
 # a drain that met a full or failing output disk tries that dump again after this long
 DISK_RETRY_S = 5.0
+
+# the most samples the sender keeps between their request and their durable file
+SEND_WINDOW_MAX = 16384
 
 
 class Refused(RuntimeError):
@@ -82,6 +86,8 @@ class Job:  # pylint: disable=too-many-instance-attributes
         self.shard_tokens = 0
         self.pool = None
         self._status_task = None
+        self._status_lock = threading.Lock()
+        self._status_written_at = 0.0
         self._lock_fd = None
 
     # -- reporting --------------------------------------------------------------
@@ -125,15 +131,33 @@ class Job:  # pylint: disable=too-many-instance-attributes
         }
 
     def write_status(self):
+        """status.json now, from the calling thread (the end of a run)."""
+        snap = self._status_snapshot()
+        if snap is not None:
+            self._write_status_file(snap)
+
+    def _status_snapshot(self):
         try:
             if self.manifest:
                 self.samples_failed = self.manifest.failed_count()
             if self.gate:
                 self.gate.update()
-            status.write_json_atomic(self.cfg.effective_status_file, self.snapshot(),
-                                     mode=status.STATUS_MODE)
+            return self.snapshot()
         except OSError as exc:
             log.warning("cannot write %s: %s", self.cfg.effective_status_file, exc)
+            return None
+
+    def _write_status_file(self, snap):
+        """Write one snapshot (any thread); one written after a newer one is dropped."""
+        with self._status_lock:
+            if snap["updated_at"] < self._status_written_at:
+                return
+            try:
+                status.write_json_atomic(self.cfg.effective_status_file, snap,
+                                         mode=status.STATUS_MODE)
+                self._status_written_at = snap["updated_at"]
+            except OSError as exc:
+                log.warning("cannot write %s: %s", self.cfg.effective_status_file, exc)
 
     def write_card(self, complete):
         provenance = self.manifest.meta() if self.manifest else {}
@@ -142,8 +166,14 @@ class Job:  # pylint: disable=too-many-instance-attributes
             complete, self.bad_lines))
 
     async def _status_loop(self):
+        loop = asyncio.get_running_loop()
         while True:
-            self.write_status()
+            snap = self._status_snapshot()
+            if snap is not None:
+                # the file's fsync waits on the output disk: up to tens of ms while the
+                # drain's files are written back, time in which the event loop would send
+                # no request and read no answer; so it is written on another thread
+                await loop.run_in_executor(None, self._write_status_file, snap)
             await asyncio.sleep(self.cfg.status_interval)
 
     # -- preparing --------------------------------------------------------------
@@ -331,17 +361,46 @@ class Job:  # pylint: disable=too-many-instance-attributes
                 raise outcome
         return len(tasks)
 
-    async def _drain_loop(self, stop):
-        """Passes until ``stop`` is set; the pass under way when it is set is finished.
+    def _start_drains(self, running):
+        """A drain task for each dump not being drained yet, added to ``running``."""
+        for path, sample_id in self.find_dumps():
+            if path not in self.draining:
+                self.draining.add(path)
+                running.add(asyncio.create_task(self.drain_one(path, sample_id)))
 
-        Never cancelled: a cancelled pass would leave its threads draining dumps that
+    async def _drain_loop(self, stop):
+        """Drains every dump as it appears until ``stop`` is set, then waits for the
+        drains under way; a failed drain stops new ones, and is raised once every drain
+        under way has ended.
+
+        The dump dir is read again whenever a drain ends (or every ``poll_interval``): a
+        drain thread that is done takes the next dump at once, not after the slowest
+        drain of a pass (the passes of the first version left threads idle at each pass's
+        end, and a dump that appeared during a pass waited for it to end).
+        Never cancelled: a cancelled drain would leave its thread draining a dump that
         the final pass then finds and drains again."""
-        while not stop.is_set():
-            if not await self.drain_pass():
-                try:
-                    await asyncio.wait_for(stop.wait(), self.cfg.poll_interval)
-                except asyncio.TimeoutError:
-                    pass
+        running = set()
+        failure = None
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            while True:
+                if failure is None and not stop.is_set():
+                    self._start_drains(running)
+                elif not running:
+                    break
+                # not empty: with ``stopping`` done and nothing running the loop has ended
+                wait_for = running | ({stopping} if not stopping.done() else set())
+                done, _pending = await asyncio.wait(wait_for, timeout=self.cfg.poll_interval,
+                                                    return_when=asyncio.FIRST_COMPLETED)
+                for task in done - {stopping}:
+                    running.discard(task)
+                    if task.exception() is not None and failure is None:
+                        failure = task.exception()
+        finally:
+            stopping.cancel()
+            await asyncio.gather(stopping, return_exceptions=True)
+        if failure is not None:
+            raise failure
 
     # -- sending ----------------------------------------------------------------
 
@@ -368,11 +427,14 @@ class Job:  # pylint: disable=too-many-instance-attributes
         sid = sample.sample_id
         loop = asyncio.get_running_loop()
         for attempt in range(1, cfg.max_attempts + 1):
-            await self._wait_gate()
             # The slot bounds requests at the server; it is given back as soon as the
             # server answers, so the drain's disk time never idles the server (/dev/shm
-            # is bounded by the watermark gate instead).
+            # is bounded by the watermark gate instead, read in the slot, just before the
+            # request goes: every sample of the send window may be waiting for a slot, and
+            # none goes on a reading of the gate made before the slots ahead of it filled
+            # /dev/shm).
             async with sem:
+                await self._wait_gate()
                 if self.manifest.is_done(sid) is not None:
                     return True
                 fut = self.acks[sid] = loop.create_future()
@@ -421,6 +483,29 @@ class Job:  # pylint: disable=too-many-instance-attributes
         self.manifest.record_failure(sid, problem)
         return False
 
+    def send_window(self, todo):
+        """How many samples may be between their request and their durable file at once.
+
+        A sample's task lives until its dump is drained, so this window, not /dev/shm,
+        would pace the server once the drain is the slower side: a window of 4 x
+        concurrency (128 samples, 15 GB at 2,048 tokens of Kimi-K2) held the server to the
+        drain's speed with tens of GB of /dev/shm left (docs/benchmarks.md). The window is
+        what fits under the high watermark of the dump dir's filesystem, at the mean size
+        of the samples to send; the watermark gate, read before each request, is the bound
+        on /dev/shm. At least 4 x concurrency, at most ``SEND_WINDOW_MAX`` (a task is a
+        few KB)."""
+        low = self.cfg.concurrency * 4
+        if not todo:
+            return low
+        tokens = sum(s.tokens for s in todo)
+        mean = max(1, space.estimate(len(todo), tokens, self.cfg.hidden_size,
+                                     self.cfg.captured_layers) // len(todo))
+        try:
+            total = self.usage_fn(self.cfg.dump_dir).total
+        except OSError:   # no dump dir yet: the gate says so before the first request
+            return low
+        return max(low, min(SEND_WINDOW_MAX, int(total * self.cfg.shm_high) // mean))
+
     async def _send_all(self, todo):
         import aiohttp  # pylint: disable=import-outside-toplevel
         sem = asyncio.Semaphore(self.cfg.concurrency)
@@ -432,7 +517,9 @@ class Job:  # pylint: disable=too-many-instance-attributes
             self.state = "running"
             # a window of tasks, not one per sample: 1M samples must not mean 1M coroutines
             pending = set()
-            window = self.cfg.concurrency * 4
+            window = self.send_window(todo)
+            log.info("sending %d samples: %d requests at a time, at most %d samples between "
+                     "sent and durable", len(todo), self.cfg.concurrency, window)
             try:
                 for sample in todo:
                     if len(pending) >= window:

@@ -1,0 +1,194 @@
+# Copyright: eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What paces the server while the job drives it (issue 21): /dev/shm's watermark, read just
+before each request, not a fixed window of samples tied to the drain; status.json written off
+the event loop; a drain thread that is done takes the next dump at once."""
+import asyncio
+import os
+import sqlite3
+import threading
+import time
+
+from job_helpers import StandinServer, config_for, make_samples, torch, write_dataset
+from test_job_run import check_outputs
+from eagle3_extraction_job import drain, space, status
+from eagle3_extraction_job import job as jobmod
+
+
+async def with_server(job_dirs, body, server_cls=StandinServer):
+    server = await server_cls(job_dirs["dump"]).start()
+    try:
+        return await body(server)
+    finally:
+        await server.stop()
+
+
+def big_shm(_path):
+    return space.Usage(10**12, 10**12)
+
+
+def test_the_server_is_not_held_to_the_drains_pace_while_dev_shm_has_room(job_dirs, monkeypatch):
+    # one slot, one slow drain thread: with a window of 4 x concurrency samples between
+    # request and durable file, the fifth request waited for the first file; the window
+    # is now what /dev/shm holds, so every request goes while the dumps wait for the drain
+    original = drain.Drainer.drain
+
+    def slow_drain(self, dump_path, sample):
+        time.sleep(0.25)
+        return original(self, dump_path, sample)
+    monkeypatch.setattr(drain.Drainer, "drain", slow_drain)
+    samples = make_samples(12)
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", samples)
+
+    class CountingServer(StandinServer):
+        waiting_at_arrival = []
+
+        async def generate(self, request):
+            self.waiting_at_arrival.append(
+                len([n for n in os.listdir(self.dump_dir) if n.endswith(".pt")]))
+            return await super().generate(request)
+
+    async def body(server):
+        cfg = config_for(job_dirs, ds, server.url, concurrency=1, drain_workers=1)
+        return await jobmod.Job(cfg, torch, usage_fn=big_shm).run_async()
+    assert asyncio.run(with_server(job_dirs, body, CountingServer)) == jobmod.EXIT_COMPLETE
+    assert len(CountingServer.waiting_at_arrival) == 12
+    assert max(CountingServer.waiting_at_arrival) >= 8, CountingServer.waiting_at_arrival
+    check_outputs(job_dirs["out"], samples)
+
+
+def test_the_send_window_is_what_fits_under_the_high_watermark(job_dirs):
+    samples = make_samples(10, length=lambda n: 100)   # 100 tokens x 144 bytes + 4096 a file
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", samples)
+    shm = {"total": 10**9}
+
+    def usage(path):
+        return space.Usage(shm["total"], shm["total"]) if path == job_dirs["dump"] else big_shm(path)
+    cfg = config_for(job_dirs, ds, "http://127.0.0.1:9", concurrency=3, shm_high=0.5, shm_low=0.4)
+    job = jobmod.Job(cfg, torch, usage_fn=usage)
+    job.load_dataset()
+    todo = list(job.samples.values())
+    per_sample = space.estimate(1, 100, 16, 3)
+    assert job.send_window(todo) == jobmod.SEND_WINDOW_MAX        # 1 GB holds more
+    shm["total"] = 2000 * per_sample
+    assert job.send_window(todo) == 1000
+    shm["total"] = 10 * per_sample                                 # at least 4 x concurrency
+    assert job.send_window(todo) == 12
+    assert job.send_window([]) == 12
+
+    def no_dir(path):
+        raise FileNotFoundError(path)
+    job.usage_fn = no_dir                                          # the gate names it later
+    assert job.send_window(todo) == 12
+
+
+def test_the_watermark_is_read_in_the_slot_just_before_each_request(job_dirs):
+    # every sample of the window may be waiting for the slot: the first answer fills
+    # /dev/shm, and none of the samples that waited for the slot may go on an earlier
+    # reading of the gate
+    samples = make_samples(6)
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", samples)
+    full = {"on": False, "filling": True, "sent_while_full": 0}
+
+    def usage(path):
+        if path == job_dirs["dump"] and full["on"]:
+            return space.Usage(100, 10)            # 90 % used
+        return big_shm(path)
+
+    class FillingServer(StandinServer):
+        async def generate(self, request):
+            if full["on"]:
+                full["sent_while_full"] += 1
+            full["on"] = full["filling"]            # this answer fills /dev/shm
+            return await super().generate(request)
+
+    async def body(server):
+        cfg = config_for(job_dirs, ds, server.url, concurrency=1, shm_high=0.7, shm_low=0.5)
+        job = jobmod.Job(cfg, torch, usage_fn=usage)
+        task = asyncio.create_task(job.run_async())
+        while job.state != "paused":
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        received = len(server.received)
+        full["filling"] = full["on"] = False      # the drain caught up: the rest may go
+        return received, await task
+    received, code = asyncio.run(with_server(job_dirs, body, FillingServer))
+    assert received == 1 and full["sent_while_full"] == 0 and code == jobmod.EXIT_COMPLETE
+    check_outputs(job_dirs["out"], samples)
+
+
+def test_status_json_is_written_off_the_event_loop_and_the_last_write_wins(job_dirs, monkeypatch):
+    # a status file's fsync waits on the output disk; on the event loop it would stop the
+    # sending for that long. A write that ends after a newer one must not replace it.
+    real_write = status.write_json_atomic
+    threads = []
+
+    def slow_write(path, value, mode=status.CARD_MODE):
+        if os.path.basename(path) == "status.json":
+            threads.append(threading.current_thread() is threading.main_thread())
+            if threads[-1] is False:
+                time.sleep(0.2)
+        real_write(path, value, mode)
+    monkeypatch.setattr(status, "write_json_atomic", slow_write)
+    samples = make_samples(8)
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", samples)
+
+    class SlowServer(StandinServer):
+        async def generate(self, request):
+            await asyncio.sleep(0.1)
+            return await super().generate(request)
+
+    async def body(server):
+        cfg = config_for(job_dirs, ds, server.url, concurrency=1, status_interval=0.01)
+        job = jobmod.Job(cfg, torch)
+        lags = []
+
+        async def watch():                           # the event loop's own delay
+            while True:
+                t0 = time.monotonic()
+                await asyncio.sleep(0.01)
+                lags.append(time.monotonic() - t0 - 0.01)
+        watcher = asyncio.create_task(watch())
+        try:
+            return await job.run_async(), job, max(lags)
+        finally:
+            watcher.cancel()
+    code, job, lag = asyncio.run(with_server(job_dirs, body, SlowServer))
+    assert code == jobmod.EXIT_COMPLETE
+    assert False in threads and threads[-1] is True   # the loop's writes on a thread; the last, at the end
+    assert lag < 0.15, lag
+    with open(job.cfg.effective_status_file, encoding="utf-8") as f:
+        assert '"state": "complete"' in f.read()
+
+
+def test_a_drain_thread_that_is_done_takes_the_next_dump_at_once(job_dirs, monkeypatch):
+    # the first dump's drain takes long; the second dump appears while it runs. The
+    # first version drained in passes: the second dump waited for the first's pass to end.
+    original = drain.Drainer.drain
+    samples = make_samples(2)
+    slow_id = samples[0][0]
+
+    def drain_one(self, dump_path, sample):
+        if sample.sample_id == slow_id:
+            time.sleep(1.5)
+        return original(self, dump_path, sample)
+    monkeypatch.setattr(drain.Drainer, "drain", drain_one)
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", samples)
+
+    class OrderedServer(StandinServer):
+        async def generate(self, request):
+            body = await request.json()
+            if not body["rid"].endswith(slow_id):
+                await asyncio.sleep(0.3)           # its dump appears after the first
+            return await super().generate(request)
+
+    async def body(server):
+        cfg = config_for(job_dirs, ds, server.url, concurrency=2, drain_workers=2,
+                         poll_interval=0.05)
+        return await jobmod.Job(cfg, torch, usage_fn=big_shm).run_async()
+    assert asyncio.run(with_server(job_dirs, body, OrderedServer)) == jobmod.EXIT_COMPLETE
+    db = sqlite3.connect(os.path.join(job_dirs["out"], "manifest.sqlite"))
+    done_at = dict(db.execute("SELECT sample_id, done_at FROM samples"))
+    db.close()
+    assert done_at[samples[1][0]] < done_at[slow_id] - 0.5, done_at
+    check_outputs(job_dirs["out"], samples)
