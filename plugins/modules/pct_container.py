@@ -274,6 +274,13 @@ status:
   type: str
   choices: [running, stopped, absent]
   sample: running
+differs:
+  description:
+    - Whether the task changed (in check mode, would change) the container - the value of C(changed) - kept under
+      its own name, so that a plan run with C(changed_when=false) still says whether there is anything to do.
+  returned: always
+  type: bool
+  sample: false
 created:
   description: Whether the container was (or in check mode, would be) created.
   returned: always
@@ -784,6 +791,7 @@ def main():
                          changes=task.result['changes'])
     except (IOError, OSError) as exc:
         module.fail_json(msg='CT %d: %s' % (task.vmid, exc), vmid=task.vmid, commands=task.changing)
+    result['differs'] = bool(result['changed'])
     module.exit_json(**result)
 
 
