@@ -42,8 +42,9 @@ options:
     default: []
   require:
     description:
-      - Fail when a module of O(modules) cannot be found, naming the interpreter and each module with its reason;
-        the message begins with O(role) and ends with O(advice).
+      - Fail when a module of O(modules) cannot be found or a distribution of O(distributions) is not installed,
+        naming the interpreter and each module with its reason and each distribution; the message begins with
+        O(role) and ends with O(advice).
     type: bool
     default: false
   role:
@@ -220,10 +221,13 @@ def main():
         distributions={name: installed_version(name) for name in params['distributions']},
         editable_paths_missing=[p for p in params['editable_paths'] if os.path.realpath(p) not in have],
     )
-    if params['require'] and result['modules_missing']:
+    absent = ['no distribution named %s is installed' % name
+              for name, version in result['distributions'].items() if version is None]
+    if params['require'] and (result['modules_missing'] or absent):
         module.fail_json(msg='%s%s cannot find %s.%s' % (
-            params['role'] + ': ' if params['role'] else '', sys.executable, '; '.join(result['modules_missing']),
-            ' ' + params['advice'] if params['advice'] else ''), **result)
+            params['role'] + ': ' if params['role'] else '', sys.executable,
+            '; '.join(result['modules_missing'] + absent), ' ' + params['advice'] if params['advice'] else ''),
+            **result)
     module.exit_json(**result)
 
 

@@ -73,6 +73,9 @@ def test_require_fails_naming_the_interpreter_each_missing_module_and_the_advice
         % sys.executable)
     assert result['modules']['json']['error'] is None
     assert not run({'modules': ['json'], 'require': True}, capsys).get('failed')
+    absent = run({'modules': ['json'], 'distributions': ['no-such-dist'], 'require': True}, capsys)
+    assert absent['failed'] and absent['msg'] == '%s cannot find no distribution named no-such-dist is installed.' % (
+        sys.executable)
 
 
 def test_lists_checkouts_not_installed_editable(site, capsys):
