@@ -186,9 +186,9 @@ def dump_problem(dump_dir, dump, min_free_gib):
     """Why the dump directory cannot take the dumps, in the words of sglang_server's preflight, or None."""
     if dump['fstype'] == 'tmpfs' and dump['avail_bytes'] >= int(min_free_gib * GIB):
         return None
+    free = dump['avail_bytes'] / GIB
     return ('sglang_server: sglang_server_dump_dir=%s is on %s with %.1f GiB free; it must be on a tmpfs with at least '
-            'sglang_server_shm_min_free_gib=%s GiB free' % (dump_dir, dump['fstype'], dump['avail_bytes'] / GIB,
-                                                             min_free_gib))
+            'sglang_server_shm_min_free_gib=%s GiB free' % (dump_dir, dump['fstype'], free, min_free_gib))
 
 
 def main():

@@ -49,8 +49,7 @@ def test_a_missing_pct_fails_naming_it(tmp_path, run_module):
     assert result['failed'] and 'cannot be run' in result['msg']
 
 
-def test_each_containers_configuration_is_fingerprinted_as_converged_state_digests_it(fake_pct, tmp_path,
-                                                                                    run_module):
+def test_each_containers_configuration_is_fingerprinted_as_converged_state_digests_it(fake_pct, tmp_path, run_module):
     from ansible_collections.eagle3.extraction.plugins.modules import converged_state
     conf_dir = tmp_path / 'lxc'
     conf_dir.mkdir()
