@@ -134,8 +134,8 @@ def rollout_lines(hosts, addresses):
     """``hosts``: ``{host: {variable: value}}`` in inventory order (READ's variables that are set)."""
     rows = [HEADER]
     failures = []
-    for name in hosts:
-        result = result_of(hosts, name)
+    for name, values in hosts.items():
+        result = values.get(RESULT) or result_of(hosts, name)
         if result.get('health') != 'healthy':
             failures.append(failure_line(name, result))
         server = layout(hosts, name)
