@@ -62,13 +62,21 @@ class ActionModule(ControllerCheck):
         addresses = {}
         if not errors:
             addresses, errors = _addresses(values, hostvars)
-        result.update(changed=False, hosts=len(args['hosts']), unresolved=unresolved, addresses=addresses)
+        result.update(changed=False, hosts=len(args['hosts']), unresolved=unresolved, addresses=addresses,
+                      dataset_hosts=_dataset_hosts(args['hosts'], values, unresolved))
         if errors:
             result.update(failed=True, errors=errors,
                           msg='the inventory is not valid; nothing was changed:\n' + '\n'.join(errors))
         else:
             result['msg'] = '%d containers checked' % len(args['hosts'])
         return result
+
+
+def _dataset_hosts(hosts, values, unresolved):
+    """The hosts given a dataset (extraction_job_dataset set, or a template not resolved yet): extract.yml's
+    dataset play runs on them alone."""
+    return [host for host in hosts
+            if values[host].get('extraction_job_dataset') or '%s - extraction_job_dataset' % host in unresolved]
 
 
 def _addresses(values, hostvars):

@@ -17,7 +17,10 @@ description:
     and run (V(applied), V(unchanged), V(failed) or V(-)); then C(N of M servers healthy); then one C(FAILED) line
     per host that did not come up, with the task and cause its play kept (its whitespace, newlines included, as
     single spaces, one line per host), or why it has no result.
-  - A host without C(__extract_result) is V(UNREACHABLE) (not reached over SSH, or the rollout stopped before it).
+  - A host without C(__extract_result) whose server's nodes all have none and were all converged at the start
+    (C(__extract_converged); the rule of the filter C(rollout_converged), by which extract.yml ends their play)
+    is V(healthy) and V(unchanged), with the GPUs and driver its stamp recorded; any other host without
+    C(__extract_result) is V(UNREACHABLE) (not reached over SSH, or the rollout stopped before it).
   - Runs on the controller, like every filter.
 options:
   _input:
@@ -57,7 +60,9 @@ from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection i
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import layout
 
 RESULT = '__extract_result'
-READ = LAYOUT_READ + ('proxmox_container_vmid', 'proxmox_container_node', RESULT)
+# the converged check's result (converged_state, playbooks/tasks/converged.yml)
+CONVERGED = '__extract_converged'
+READ = LAYOUT_READ + ('proxmox_container_vmid', 'proxmox_container_node', RESULT, CONVERGED)
 HEADER = ['SERVER', 'VMID@HYPERVISOR', 'GPUS', 'DRIVER', 'URL', 'HEALTH', 'RUN']
 NOT_REACHED = {'health': 'UNREACHABLE', 'run': '-'}
 NOT_REACHED_CAUSE = 'unreachable over SSH, or the rollout stopped before it (extract_max_fail_percentage)'
@@ -71,10 +76,31 @@ def unique(values):
     return seen
 
 
+def converged(hosts, name):
+    """Whether the server of ``name`` is left alone: every node of it converged at the start of the run
+    (a node that runs its roles may restart the server, and its peers must be there to start again
+    with it) and none has a result of this run (an applied node's record also says converged)."""
+    nodes = layout(hosts, name)['nodes']
+    return all((hosts[node].get(CONVERGED) or {}).get('converged') is True and RESULT not in hosts[node]
+               for node in nodes)
+
+
+def result_of(hosts, name):
+    """What the host's play left: its result, or "unchanged" for a converged server, or not reached."""
+    values = hosts[name]
+    if values.get(RESULT):
+        return values[RESULT]
+    if converged(hosts, name):
+        stamp = values[CONVERGED].get('stamp') or {}
+        return {'health': 'healthy', 'run': 'unchanged', 'gpus': stamp.get('gpus', '-'),
+                'driver': stamp.get('driver', '-')}
+    return NOT_REACHED
+
+
 def server_row(server, hosts, addresses):
     """One server's row from its nodes' values (rank order)."""
     nodes = [hosts[name] for name in server['nodes']]
-    results = [node.get(RESULT) or NOT_REACHED for node in nodes]
+    results = [result_of(hosts, name) for name in server['nodes']]
     healths = [result.get('health') for result in results]
     runs = unique(result.get('run') for result in results)
     if healths == ['healthy'] * len(healths):
@@ -125,7 +151,7 @@ def rollout_lines(hosts, addresses):
     rows = [HEADER]
     failures = []
     for name, values in hosts.items():
-        result = values.get(RESULT) or NOT_REACHED
+        result = values.get(RESULT) or result_of(hosts, name)
         if result.get('health') != 'healthy':
             failures.append(failure_line(name, result, values))
         server = layout(hosts, name)
@@ -135,15 +161,20 @@ def rollout_lines(hosts, addresses):
     return table_lines(rows) + ['%d of %d servers healthy' % (healthy, len(rows) - 1)] + failures
 
 
-def rollout_table(hosts, hostvars, addresses):
+def host_values(hosts, hostvars, name):
     if not isinstance(hosts, (list, tuple)) or not all(isinstance(host, str) for host in hosts):
-        raise AnsibleFilterError('rollout_table: the input must be the list of extraction servers')
+        raise AnsibleFilterError('%s: the input must be the list of extraction servers' % name)
+    values = {}
+    for host in hosts:
+        found = hostvars[host]
+        values[host] = dict((key, found[key]) for key in READ if key in found)
+    return values
+
+
+def rollout_table(hosts, hostvars, addresses):
+    values = host_values(hosts, hostvars, 'rollout_table')
     if not isinstance(addresses, dict):
         raise AnsibleFilterError("rollout_table: addresses must be inventory_check's addresses, a dict")
-    values = {}
-    for name in hosts:
-        found = hostvars[name]
-        values[name] = dict((key, found[key]) for key in READ if key in found)
     return '\n'.join(rollout_lines(values, addresses))
 
 

@@ -198,51 +198,17 @@ health:
   type: int
 '''
 
-import glob
-import hashlib
 import json
 import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.eagle3.extraction.plugins.module_utils.extraction_report import config_output_dir, read_status
-from ansible_collections.eagle3.extraction.plugins.module_utils.file_digest import file_sha256
+from ansible_collections.eagle3.extraction.plugins.module_utils.file_digest import fingerprint
 from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import health, unit_properties
 
 # a unit in these states runs (or is about to): its shard is left alone
 RUNNING = ('active', 'activating', 'reloading')
-
-
-def digest(path):
-    try:
-        return file_sha256(path)
-    except OSError:
-        return None
-
-
-def tree(directory):
-    found = []
-    for root, dummy, files in os.walk(directory):
-        for name in files:
-            path = os.path.join(root, name)
-            try:
-                found.append([os.path.relpath(path, directory), os.path.getsize(path)])
-            except OSError:
-                continue
-    return sorted(found)
-
-
-def fingerprint(watch):
-    """sha256 of everything ``watch`` names, as it is now."""
-    seen = {
-        'files': dict((path, digest(path)) for path in watch['files']),
-        'globs': dict((pattern, dict((path, digest(path)) for path in sorted(glob.glob(pattern, recursive=True))))
-                      for pattern in watch['globs']),
-        'names': dict((pattern, sorted(os.path.basename(path) for path in glob.glob(pattern)))
-                      for pattern in watch['names']),
-        'trees': dict((directory, tree(directory)) for directory in watch['trees']),
-    }
-    return hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()
 
 
 def read_stamp(path):

@@ -118,4 +118,11 @@ unresolved:
   returned: always
   type: list
   elements: str
+dataset_hosts:
+  description:
+    - The hosts given a dataset (C(extraction_job_dataset) set, or referring to a fact not set yet), in the order of
+      O(hosts); extract.yml's dataset play runs on these alone.
+  returned: always
+  type: list
+  elements: str
 """

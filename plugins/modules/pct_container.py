@@ -274,6 +274,22 @@ status:
   type: str
   choices: [running, stopped, absent]
   sample: running
+config_state:
+  description:
+    - The fingerprint of the container's configuration file C(<conf_dir>/<vmid>.conf) when the task ends (in check mode,
+      as it is, since nothing changed), the value M(eagle3.extraction.pct_list) returns in its C(config_states) and
+      M(eagle3.extraction.converged_state) with O(eagle3.extraction.converged_state#module:mode=digest) for that file;
+      C(extract.yml) records it for the next run's converged check.
+  returned: always
+  type: str
+  sample: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+differs:
+  description:
+    - Whether the task changed (in check mode, would change) the container - the value of C(changed) - kept under
+      its own name, so that a plan run with C(changed_when=false) still says whether there is anything to do.
+  returned: always
+  type: bool
+  sample: false
 created:
   description: Whether the container was (or in check mode, would be) created.
   returned: always
@@ -366,6 +382,7 @@ import re
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.eagle3.extraction.plugins.module_utils.file_digest import fingerprint
 from ansible_collections.eagle3.extraction.plugins.module_utils.redact import redact_text
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import (
     executable_file_error, fullmatch_error, number_errors, number_option, option_value_errors, show, vmid_error)
@@ -784,6 +801,8 @@ def main():
                          changes=task.result['changes'])
     except (IOError, OSError) as exc:
         module.fail_json(msg='CT %d: %s' % (task.vmid, exc), vmid=task.vmid, commands=task.changing)
+    result['differs'] = bool(result['changed'])
+    result['config_state'] = fingerprint({'files': [task.conf_path]})
     module.exit_json(**result)
 
 

@@ -13,6 +13,10 @@ version_added: 0.1.0
 description:
   - Runs C(pct list) on the Proxmox VE node and returns each container's status, lock and name, and the IDs
     of those that run, so that no task parses pct's output.
+  - Returns too, for each container, the fingerprint of its configuration file C(<conf_dir>/<vmid>.conf) in
+    RV(config_states), the value M(eagle3.extraction.converged_state) returns with
+    O(eagle3.extraction.converged_state#module:mode=digest) for that one file, so that the converged check of
+    C(extract.yml) compares a container's configuration with the one recorded without another call to the node.
   - Reads only.
   - A C(pct) that fails or hangs fails the task with pct's exit code and error output (RV(rc), RV(stderr)).
 author:
@@ -28,6 +32,11 @@ options:
       - Seconds C(pct list) may take.
     type: int
     default: 120
+  conf_dir:
+    description:
+      - Where the node keeps its containers' configuration files (C(<vmid>.conf)).
+    type: path
+    default: /etc/pve/lxc
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -69,6 +78,14 @@ running:
   type: list
   elements: int
   sample: [101]
+config_states:
+  description:
+    - Each container's configuration fingerprint, by ID (a string), as
+      M(eagle3.extraction.converged_state) O(eagle3.extraction.converged_state#module:mode=digest) gives it for that one
+      file (a file that cannot be read counts as absent).
+  returned: success
+  type: dict
+  sample: {'101': 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08}
 rc:
   description: pct's exit code.
   returned: always
@@ -81,8 +98,11 @@ stderr:
   sample: ''
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.eagle3.extraction.plugins.module_utils import command
+from ansible_collections.eagle3.extraction.plugins.module_utils.file_digest import fingerprint
 from ansible_collections.eagle3.extraction.plugins.module_utils.pct import PctOutputError, parse_list
 
 
@@ -91,6 +111,7 @@ def main():
         argument_spec=dict(
             pct_path=dict(type='path', default='/usr/sbin/pct'),
             command_timeout=dict(type='int', default=120),
+            conf_dir=dict(type='path', default='/etc/pve/lxc'),
         ),
         supports_check_mode=True,
     )
@@ -110,8 +131,11 @@ def main():
         containers = parse_list(out)
     except PctOutputError as exc:
         module.fail_json(msg=str(exc), rc=rc, stderr=err)
+    conf_dir = module.params['conf_dir']
     module.exit_json(changed=False, rc=rc, stderr=err,
                      containers=dict((str(vmid), values) for vmid, values in sorted(containers.items())),
+                     config_states=dict((str(vmid), fingerprint({'files': [os.path.join(conf_dir, '%d.conf' % vmid)]}))
+                                        for vmid in sorted(containers)),
                      running=sorted(vmid for vmid, values in containers.items() if values['status'] == 'running'))
 
 

@@ -40,6 +40,23 @@ options:
     type: list
     elements: path
     default: []
+  require:
+    description:
+      - Fail when a module of O(modules) cannot be found or a distribution of O(distributions) is not installed,
+        naming the interpreter and each module with its reason and each distribution; the message begins with
+        O(role) and ends with O(advice).
+    type: bool
+    default: false
+  role:
+    description:
+      - With O(require), the role the message begins with.
+    type: str
+    default: ''
+  advice:
+    description:
+      - With O(require), what the message tells to do, at its end.
+    type: str
+    default: ''
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -177,6 +194,9 @@ def main():
             modules=dict(type='list', elements='str', default=[]),
             distributions=dict(type='list', elements='str', default=[]),
             editable_paths=dict(type='list', elements='path', default=[]),
+            require=dict(type='bool', default=False),
+            role=dict(type='str', default=''),
+            advice=dict(type='str', default=''),
         ),
         supports_check_mode=True,
     )
@@ -193,7 +213,7 @@ def main():
 
     have = editable_checkouts() if params['editable_paths'] else set()
     modules = {name: locate(name) for name in params['modules']}
-    module.exit_json(
+    result = dict(
         changed=False,
         python={'executable': sys.executable, 'version': '%d.%d.%d' % sys.version_info[:3]},
         modules=modules,
@@ -201,6 +221,14 @@ def main():
         distributions={name: installed_version(name) for name in params['distributions']},
         editable_paths_missing=[p for p in params['editable_paths'] if os.path.realpath(p) not in have],
     )
+    absent = ['no distribution named %s is installed' % name
+              for name, version in result['distributions'].items() if version is None]
+    if params['require'] and (result['modules_missing'] or absent):
+        module.fail_json(msg='%s%s cannot find %s.%s' % (
+            params['role'] + ': ' if params['role'] else '', sys.executable,
+            '; '.join(result['modules_missing'] + absent), ' ' + params['advice'] if params['advice'] else ''),
+            **result)
+    module.exit_json(**result)
 
 
 if __name__ == '__main__':

@@ -16,6 +16,9 @@ description:
     shards the index's C(weight_map) lists and those of them that are missing.
   - The dump directory O(dump_dir) - whether it exists, and the type and free bytes of the filesystem it is on (of
     its nearest existing parent when it does not exist yet).
+  - With O(require), fails when the model directory lacks C(config.json), its index or a shard the index lists, or
+    the dump directory is not on a tmpfs with at least O(min_free_gib) GiB free, each message naming the role
+    C(sglang_server)'s variable and the value found (the role's preflight).
   - Changes nothing.
 author:
   - eagle3.extraction maintainers (@eagle3)
@@ -30,6 +33,16 @@ options:
       - The directory the hidden-state capture writes to, an absolute path.
     type: path
     required: true
+  require:
+    description:
+      - Fail when the model is incomplete or the dump directory is not on a tmpfs with O(min_free_gib) free.
+    type: bool
+    default: false
+  min_free_gib:
+    description:
+      - With O(require), the GiB the dump directory's tmpfs must have free (C(sglang_server_shm_min_free_gib)).
+    type: float
+    default: 0
 extends_documentation_fragment:
   - eagle3.extraction.attributes
 '''
@@ -96,6 +109,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 MODEL_FILES = ('config.json', 'model.safetensors.index.json')
 MOUNTINFO = '/proc/self/mountinfo'
+GIB = 1073741824
 
 
 def model_facts(model_path):
@@ -154,11 +168,36 @@ def dump_dir_facts(dump_dir):
                 avail_bytes=stat.f_bavail * stat.f_frsize)
 
 
+def model_problem(model_path, model):
+    """Why the model directory cannot be served, in the words of sglang_server's preflight, or None."""
+    where = 'sglang_server: sglang_server_model_path=%s' % model_path
+    if model['missing_files']:
+        return '%s lacks %s' % (where, ' and '.join(model['missing_files']))
+    if model['index_error']:
+        return '%s: %s' % (where, model['index_error'])
+    if not model['shards_listed'] or model['shards_missing']:
+        return '%s: model.safetensors.index.json lists %d shards; missing: %s' % (
+            where, len(model['shards_listed']),
+            ', '.join(model['shards_missing']) if model['shards_missing'] else 'none (but the weight_map is empty)')
+    return None
+
+
+def dump_problem(dump_dir, dump, min_free_gib):
+    """Why the dump directory cannot take the dumps, in the words of sglang_server's preflight, or None."""
+    if dump['fstype'] == 'tmpfs' and dump['avail_bytes'] >= int(min_free_gib * GIB):
+        return None
+    free = dump['avail_bytes'] / GIB
+    return ('sglang_server: sglang_server_dump_dir=%s is on %s with %.1f GiB free; it must be on a tmpfs with at least '
+            'sglang_server_shm_min_free_gib=%s GiB free' % (dump_dir, dump['fstype'], free, min_free_gib))
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             model_path=dict(type='path', required=True),
             dump_dir=dict(type='path', required=True),
+            require=dict(type='bool', default=False),
+            min_free_gib=dict(type='float', default=0.0),
         ),
         supports_check_mode=True,
     )
@@ -170,7 +209,13 @@ def main():
         dump = dump_dir_facts(module.params['dump_dir'])
     except OSError as exc:
         module.fail_json(msg='cannot read the filesystem of dump_dir=%s: %s' % (module.params['dump_dir'], exc))
-    module.exit_json(changed=False, model=model_facts(module.params['model_path']), dump_dir=dump)
+    model = model_facts(module.params['model_path'])
+    if module.params['require']:
+        for problem in (model_problem(module.params['model_path'], model),
+                        dump_problem(module.params['dump_dir'], dump, module.params['min_free_gib'])):
+            if problem:
+                module.fail_json(msg=problem, model=model, dump_dir=dump)
+    module.exit_json(changed=False, model=model, dump_dir=dump)
 
 
 if __name__ == '__main__':

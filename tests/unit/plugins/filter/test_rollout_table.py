@@ -8,6 +8,7 @@ import re
 
 import pytest
 from ansible.errors import AnsibleFilterError
+from ansible_collections.eagle3.extraction.plugins.filter.rollout_converged import rollout_converged
 from ansible_collections.eagle3.extraction.plugins.filter.rollout_table import rollout_table
 from ansible_collections.eagle3.extraction.plugins.module_utils.extraction_report import status_table
 
@@ -64,6 +65,48 @@ def test_converged_applied_failed_and_unreachable_hosts_each_get_their_row_and_c
         "FAILED ct3: failed in Fail with the cause when the server did not come up: No module named 'sgl_kernel'",
         'FAILED ct4: unreachable over SSH, or the rollout stopped before it (extract_max_fail_percentage)',
     ]
+
+
+def check(converged, gpus=GPUS, driver=DRIVER):
+    """converged_state's result at the converged check (and, converged=True, the stamp it read)."""
+    return {'converged': converged, 'stamp': {'gpus': gpus, 'driver': driver} if converged else None}
+
+
+def test_a_converged_server_left_alone_is_unchanged_with_its_stamps_gpus():
+    """extract.yml ends the play of a converged server's nodes (rollout_converged) and sets no result: the
+    table reports it unchanged by the same rule, with what its stamp recorded."""
+    hostvars = {
+        'ct1': host(101, 'pve1', __extract_converged=check(True, gpus='8 x NVIDIA H200')),
+        'ct2': host(102, 'pve1', healthy('applied'), __extract_converged=check(False)),
+        # converged at the check, then unreachable: no result, and its check said not converged
+        'ct3': host(103, 'pve2', __extract_converged=check(False)),
+    }
+    assert [rollout_converged(list(hostvars), hostvars, name) for name in hostvars] == [True, False, False]
+    dummy, rows, summary = parse(rollout_table(list(hostvars), hostvars, addresses('ct1', 'ct2', 'ct3')))
+    assert rows['ct1'] == ['ct1', '101@pve1', '8 x NVIDIA H200', DRIVER, 'http://10.0.0.1:8000', 'healthy',
+                           'unchanged']
+    assert rows['ct3'][5:] == ['UNREACHABLE', '-']
+    assert summary[0] == '2 of 3 servers healthy'
+
+
+def test_a_node_is_left_alone_only_with_every_other_node_of_its_server():
+    nodes = dict(sglang_server_name='big')
+    hostvars = {
+        'big-a': host(201, 'pve1', __extract_converged=check(True), sglang_server_node_rank=0, **nodes),
+        'big-b': host(202, 'pve2', __extract_converged=check(False), sglang_server_node_rank=1, **nodes),
+    }
+    assert not rollout_converged(list(hostvars), hostvars, 'big-a')
+    # big-b ran its roles and recorded (the record says converged too): big-a, lost after its check, is not
+    # "unchanged", since big-b has a result of this run
+    hostvars['big-b'] = host(202, 'pve2', healthy('applied'), __extract_converged=check(True),
+                             sglang_server_node_rank=1, **nodes)
+    assert not rollout_converged(list(hostvars), hostvars, 'big-a')
+    dummy, rows, dummy = parse(rollout_table(list(hostvars), hostvars, addresses('big-a', 'big-b')))
+    assert rows['big'][5:] == ['UNREACHABLE', 'applied']
+    hostvars['big-b'] = host(202, 'pve2', __extract_converged=check(True), sglang_server_node_rank=1, **nodes)
+    assert rollout_converged(list(hostvars), hostvars, 'big-a') and rollout_converged(list(hostvars), hostvars, 'big-b')
+    with pytest.raises(AnsibleFilterError, match='not one of the extraction servers'):
+        rollout_converged(list(hostvars), hostvars, 'ct9')
 
 
 def test_a_multi_node_server_is_one_row_in_rank_order():

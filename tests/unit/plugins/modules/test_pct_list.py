@@ -47,3 +47,19 @@ def test_a_failing_pct_fails_with_its_exit_code_and_error(fake_pct, run_module):
 def test_a_missing_pct_fails_naming_it(tmp_path, run_module):
     result = run_module(pct_list, {'pct_path': str(tmp_path / 'nope')})
     assert result['failed'] and 'cannot be run' in result['msg']
+
+
+def test_each_containers_configuration_is_fingerprinted_as_converged_state_digests_it(fake_pct, tmp_path, run_module):
+    from ansible_collections.eagle3.extraction.plugins.modules import converged_state
+    conf_dir = tmp_path / 'lxc'
+    conf_dir.mkdir()
+    (conf_dir / '101.conf').write_text('cores: 2\n')
+    result = run_module(pct_list, {'pct_path': fake_pct(TABLE), 'conf_dir': str(conf_dir)})
+    digest = run_module(converged_state, {'mode': 'digest', 'files': [str(conf_dir / '101.conf')]})
+    assert result['config_states']['101'] == digest['state']
+    before = result['config_states']
+    # a changed configuration is another fingerprint; a missing one (102) counts as absent, not an error
+    (conf_dir / '101.conf').write_text('cores: 4\n')
+    after = run_module(pct_list, {'pct_path': fake_pct(TABLE), 'conf_dir': str(conf_dir)})['config_states']
+    assert after['101'] != before['101'] and after['102'] == before['102']
+    assert sorted(after) == ['101', '102']

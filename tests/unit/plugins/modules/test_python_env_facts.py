@@ -65,6 +65,19 @@ def test_the_missing_modules_in_the_order_given_for_a_message(site, capsys):
     assert run({'modules': ['json']}, capsys)['modules_missing'] == []
 
 
+def test_require_fails_naming_the_interpreter_each_missing_module_and_the_advice(site, capsys):
+    result = run({'modules': ['json', 'no_such_module'], 'require': True, 'role': 'ml_env',
+                  'advice': 'Add what provides it.'}, capsys)
+    assert result['failed'] and result['msg'] == (
+        "ml_env: %s cannot find no_such_module (No module named 'no_such_module'). Add what provides it."
+        % sys.executable)
+    assert result['modules']['json']['error'] is None
+    assert not run({'modules': ['json'], 'require': True}, capsys).get('failed')
+    absent = run({'modules': ['json'], 'distributions': ['no-such-dist'], 'require': True}, capsys)
+    assert absent['failed'] and absent['msg'] == '%s cannot find no distribution named no-such-dist is installed.' % (
+        sys.executable)
+
+
 def test_lists_checkouts_not_installed_editable(site, capsys):
     other = site / 'other'
     other.mkdir()

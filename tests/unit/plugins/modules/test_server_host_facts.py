@@ -78,3 +78,28 @@ def test_filesystem_type_is_the_nearest_mount(tmp_path):
 def test_bad_paths_are_refused(args, capsys):
     result = run(args, capsys)
     assert result['failed'] and 'is not an absolute path' in result['msg']
+
+
+def test_require_fails_naming_the_variable_and_the_missing_shard(model, capsys):
+    (model / SHARDS[1]).unlink()
+    result = run({'model_path': str(model), 'dump_dir': '/dev/shm', 'require': True}, capsys)
+    assert result['failed'] and result['msg'] == (
+        'sglang_server: sglang_server_model_path=%s: model.safetensors.index.json lists 2 shards; missing: %s'
+        % (model, SHARDS[1]))
+    (model / 'config.json').unlink()
+    assert run({'model_path': str(model), 'dump_dir': '/dev/shm', 'require': True}, capsys)['msg'] == (
+        'sglang_server: sglang_server_model_path=%s lacks config.json' % model)
+
+
+def test_require_fails_on_a_dump_dir_off_tmpfs_or_short_of_room(model, tmp_path, capsys):
+    facts = run({'model_path': str(model), 'dump_dir': '/dev/shm'}, capsys)['dump_dir']
+    assert server_host_facts.dump_problem('/dev/shm/d', facts, 0.5) is None or facts['fstype'] != 'tmpfs'
+    disk = dict(facts, fstype='ext4', avail_bytes=3 * 1073741824)
+    assert server_host_facts.dump_problem('/srv/d', disk, 0.5) == (
+        'sglang_server: sglang_server_dump_dir=/srv/d is on ext4 with 3.0 GiB free; it must be on a tmpfs with at '
+        'least sglang_server_shm_min_free_gib=0.5 GiB free')
+    small = dict(facts, fstype='tmpfs', avail_bytes=1073741824)
+    assert 'with 1.0 GiB free' in server_host_facts.dump_problem('/dev/shm/d', small, 2.0)
+    assert server_host_facts.dump_problem('/dev/shm/d', small, 1.0) is None
+    # without require the same host only reads
+    assert not run({'model_path': str(tmp_path / 'none'), 'dump_dir': '/srv'}, capsys).get('failed')
