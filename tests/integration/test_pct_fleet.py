@@ -44,13 +44,13 @@ def in_ct4(command, check=True):
     return on_node("pct exec %d -- sh -c '%s'" % (VMID, command), check=check)
 
 
-def playbook(tmp_path, name, path, extravars=None):
+def playbook(tmp_path, name, path, extravars=None, limit=None):
     private = tmp_path / name
     private.mkdir()
     if VENV_BIN not in os.environ['PATH'].split(os.pathsep):
         os.environ['PATH'] = VENV_BIN + os.pathsep + os.environ['PATH']
     runner = ansible_runner.run(
-        private_data_dir=str(private), project_dir=REPO, playbook=path, inventory=INVENTORY,
+        private_data_dir=str(private), project_dir=REPO, playbook=path, inventory=INVENTORY, limit=limit,
         extravars=extravars or {}, envvars={'ANSIBLE_CONFIG': os.path.join(REPO, 'ansible.cfg'), 'ANSIBLE_NOCOLOR': '1'},
         quiet=True)
     output = runner.stdout.read()
@@ -64,6 +64,12 @@ def debug_msg(runner, task):
         if event.get('event') == 'runner_on_ok' and data.get('task') == task:
             return data['res'].get('msg')
     return None
+
+
+def failures(runner):
+    """The messages of the tasks that failed."""
+    return [event['event_data']['res'].get('msg', '') for event in runner.events
+            if event.get('event') == 'runner_on_failed']
 
 
 def isolation():
@@ -86,6 +92,15 @@ def scenario(tmp_path_factory):
                            '--samples', str(SAMPLES), '--out', str(dataset)], capture_output=True, text=True, check=False)
     assert made.returncode == 0, made.stderr
     job = {'extraction_job_name': JOB}
+
+    # --limit without localhost (where the inventory check runs) is refused before anything changes;
+    # without the hypervisor, the container fails naming it
+    runner, output = playbook(tmp, 'limited', 'extract.yml', dict(job, extraction_job_dataset=str(dataset)), limit='ct4')
+    found['limit_rc'], found['limit_failures'] = runner.rc, failures(runner)
+    found['limit_status'] = on_node('pct status %d' % VMID).stdout.strip()
+    runner, output = playbook(tmp, 'no-node', 'extract.yml', dict(job, extraction_job_dataset=str(dataset)),
+                              limit='ct4,localhost')
+    found['no_node_rc'], found['no_node_table'] = runner.rc, debug_msg(runner, TABLE_TASK)
 
     runner, output = playbook(tmp, 'extract', 'extract.yml', dict(job, extraction_job_dataset=str(dataset)))
     assert runner.rc == 0, output[-6000:]
@@ -143,3 +158,15 @@ def test_the_job_ran_to_its_end_and_verify_finds_every_sample_once(scenario):
 def test_stop_stops_the_server_through_the_hypervisor(scenario):
     assert scenario['stopped'] == 'inactive'
     assert scenario['listening'] == ''
+
+
+def test_a_limit_that_leaves_out_localhost_or_the_hypervisor_says_what_to_add(scenario):
+    assert scenario['limit_rc'] != 0
+    assert len(scenario['limit_failures']) == 1, scenario['limit_failures']
+    assert "--limit (ct4) leaves out localhost" in scenario['limit_failures'][0]
+    assert "--limit 'ct4,pve2,localhost'" in scenario['limit_failures'][0]
+    # refused before anything changed: the stopped container was not started
+    assert scenario['limit_status'] == 'status: stopped'
+    assert scenario['no_node_rc'] != 0
+    assert 'FAILED ct4: failed in Check that the hypervisor answered: hypervisor pve2 is unreachable: it is not in ' \
+        'this run: name it in --limit beside its containers' in scenario['no_node_table'], scenario['no_node_table']
