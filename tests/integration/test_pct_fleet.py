@@ -162,9 +162,10 @@ def test_stop_stops_the_server_through_the_hypervisor(scenario):
 
 def test_a_limit_that_leaves_out_localhost_or_the_hypervisor_says_what_to_add(scenario):
     assert scenario['limit_rc'] != 0
-    assert len(scenario['limit_failures']) == 1, scenario['limit_failures']
-    assert "--limit (ct4) leaves out localhost" in scenario['limit_failures'][0]
-    assert "--limit 'ct4,pve2,localhost'" in scenario['limit_failures'][0]
+    # (the dataset play before it reads the stopped container and leaves it out: unreachable, ignored)
+    refused = [msg for msg in scenario['limit_failures'] if "--limit (ct4) leaves out localhost" in msg]
+    assert len(refused) == 1, scenario['limit_failures']
+    assert "--limit 'ct4,pve2,localhost'" in refused[0]
     # refused before anything changed: the stopped container was not started
     assert scenario['limit_status'] == 'status: stopped'
     assert scenario['no_node_rc'] != 0
