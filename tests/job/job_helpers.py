@@ -13,6 +13,7 @@ import asyncio
 import importlib.util
 import json
 import os
+import time
 import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -73,12 +74,14 @@ class StandinServer:
         self.stop_after = None      # stop dumping (answer 503) after this many requests
         self.delay = 0.0
         self.refuse = {}            # rid -> (status, body text): answered so, no dump
+        self.waiting_at_arrival = []  # per request, the dumps still in the dump dir when it arrived
         self.hold = {}              # rid -> seconds the first copy is worked on
         self.in_flight = set()      # rids being worked on: a second copy gets SGLang's 400
         self.runner = None
         self.url = ""
 
     async def generate(self, request):
+        self.waiting_at_arrival.append(len([n for n in os.listdir(self.dump_dir) if n.endswith(".pt")]))
         if self.api_key and request.headers.get("Authorization") != f"Bearer {self.api_key}":
             return web.json_response({"error": "unauthorized"}, status=401)
         body = await request.json()
@@ -156,3 +159,14 @@ def config_for(job_dirs, dataset, url, **over):
                   shm_high=1.0, shm_low=1.0)
     values.update(over)
     return config.JobConfig(**values)
+
+
+def slow_drains(monkeypatch, seconds):
+    """Every dump's drain takes ``seconds`` longer: a slow output disk."""
+    from eagle3_extraction_job import drain  # pylint: disable=import-outside-toplevel
+    original = drain.Drainer.drain
+
+    def slow_drain(self, dump_path, sample):
+        time.sleep(seconds)
+        return original(self, dump_path, sample)
+    monkeypatch.setattr(drain.Drainer, "drain", slow_drain)

@@ -9,7 +9,7 @@ import sqlite3
 import threading
 import time
 
-from job_helpers import StandinServer, config_for, make_samples, torch, write_dataset
+from job_helpers import StandinServer, config_for, make_samples, slow_drains, torch, write_dataset
 from test_job_run import check_outputs
 from eagle3_extraction_job import drain, space, status
 from eagle3_extraction_job import job as jobmod
@@ -31,29 +31,19 @@ def test_the_server_is_not_held_to_the_drains_pace_while_dev_shm_has_room(job_di
     # one slot, one slow drain thread: with a window of 4 x concurrency samples between
     # request and durable file, the fifth request waited for the first file; the window
     # is now what /dev/shm holds, so every request goes while the dumps wait for the drain
-    original = drain.Drainer.drain
-
-    def slow_drain(self, dump_path, sample):
-        time.sleep(0.25)
-        return original(self, dump_path, sample)
-    monkeypatch.setattr(drain.Drainer, "drain", slow_drain)
+    slow_drains(monkeypatch, 0.25)
     samples = make_samples(12)
     ds = write_dataset(job_dirs["root"] / "d.jsonl", samples)
-
-    class CountingServer(StandinServer):
-        waiting_at_arrival = []
-
-        async def generate(self, request):
-            self.waiting_at_arrival.append(
-                len([n for n in os.listdir(self.dump_dir) if n.endswith(".pt")]))
-            return await super().generate(request)
+    seen = []
 
     async def body(server):
+        seen.append(server)
         cfg = config_for(job_dirs, ds, server.url, concurrency=1, drain_workers=1)
         return await jobmod.Job(cfg, torch, usage_fn=big_shm).run_async()
-    assert asyncio.run(with_server(job_dirs, body, CountingServer)) == jobmod.EXIT_COMPLETE
-    assert len(CountingServer.waiting_at_arrival) == 12
-    assert max(CountingServer.waiting_at_arrival) >= 8, CountingServer.waiting_at_arrival
+    assert asyncio.run(with_server(job_dirs, body)) == jobmod.EXIT_COMPLETE
+    arrivals = seen[0].waiting_at_arrival
+    assert len(arrivals) == 12
+    assert max(arrivals) >= 8, arrivals
     check_outputs(job_dirs["out"], samples)
 
 
