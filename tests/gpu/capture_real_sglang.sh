@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# `check && pass "..." || fail "..."` is this script's idiom: pass only echoes, so fail runs only when check failed
+# shellcheck disable=SC2015
 # The hidden-state capture inside real SGLang 0.5.14, on the GPU machine.
 #
 #   proof  the sglang_patch role patches the kit's sglang (and a second run changes
@@ -133,9 +135,9 @@ elif [ "$MODE" = tp2 ]; then
     dump=/dev/shm/hs-$run; rm -rf "$dump"; mkdir -p "$dump"
     case $run in
       tp1) TP=1; SERVER_UNSET=("${NO_NCCL[@]}"); SERVER_ENV=(CUDA_VISIBLE_DEVICES=0) ;;
-      tp2) TP=2; SERVER_UNSET=("${NO_NCCL[@]}"); SERVER_ENV=(CUDA_VISIBLE_DEVICES=0,1) ;;
+      tp2) TP=2; SERVER_UNSET=("${NO_NCCL[@]}"); SERVER_ENV=("CUDA_VISIBLE_DEVICES=0,1") ;;
       tp2-nccl) TP=2; SERVER_UNSET=("${NO_NCCL[@]}")
-                SERVER_ENV=(CUDA_VISIBLE_DEVICES=0,1 "${MANUAL_NCCL[@]}" NCCL_DEBUG=INFO) ;;
+                SERVER_ENV=("CUDA_VISIBLE_DEVICES=0,1" "${MANUAL_NCCL[@]}" NCCL_DEBUG=INFO) ;;
     esac
     echo "-- $run: --tp-size $TP, environment: ${SERVER_ENV[*]}"
     if start_server "$run" 30000 "$dump" "$WORK/tiny" 1,2 --chunked-prefill-size 1024; then
@@ -223,8 +225,9 @@ else
   echo "[shm] $(df -h /dev/shm | tail -1)"
   for tag in ${CAPTURE_BENCH_TAGS:-off on}; do
     dump=-; [ "$tag" = on ] && dump=$DUMP
+    dump_args=(); [ "$tag" = on ] && dump_args=(--dump "$DUMP")
     if start_server "bench-$tag" 30010 "$dump" "$WORK/wide" 1,3,5; then
-      client bench --url http://127.0.0.1:30010 --tag "$tag" $([ "$tag" = on ] && echo --dump "$DUMP") \
+      client bench --url http://127.0.0.1:30010 --tag "$tag" "${dump_args[@]}" \
         || FAILS=$((FAILS + 1))
       stop_server
     else

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# `check && pass "..." || fail "..."` is this script's idiom: pass only echoes, so fail runs only when check failed
+# shellcheck disable=SC2015
 # The collection beside SpecForge 0.2.0's own pipeline (scripts/prepare_hidden_states.py),
 # on real SGLang 0.5.14 on the GPU machine, one model and one set of conversations:
 #
