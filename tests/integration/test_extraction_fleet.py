@@ -280,7 +280,7 @@ def scenario(tmp_path_factory):
     pct('ct3', 'stop')
     handover = tmp / 'handover.yml'
     handover.write_text(yaml.safe_dump({'all': {'hosts': {'ct2': {'extraction_job_shard_indexes': [1, 2]}}}}))
-    runner, output = playbook(tmp, 'handover', 'extract.yml', extravars, limit='ct1,ct2,pve1',
+    runner, output = playbook(tmp, 'handover', 'extract.yml', extravars, limit='ct1,ct2,pve1,localhost',
                               inventories=[moved, handover])
     assert runner.rc == 0, output[-3000:]
     timings['extract.yml (handover)'] = time.time() - t0
