@@ -58,10 +58,11 @@ class ActionModule(ControllerCheck):
         errors.extend(rollout_errors(rollout.get('extract_serial', '100%'),
                                      rollout.get('extract_max_fail_percentage', 100),
                                      rollout.get('extract_reclaim', True), rollout.get('extract_force', False)))
-        errors.extend(_connection_errors(values, hostvars))
+        reached = _with_connection(values, hostvars)
+        errors.extend(_connection_errors(reached, hostvars))
         addresses = {}
         if not errors:
-            addresses, errors = _addresses(values, hostvars)
+            addresses, errors = _addresses(reached)
         result.update(changed=False, hosts=len(args['hosts']), unresolved=unresolved, addresses=addresses,
                       dataset_hosts=_dataset_hosts(args['hosts'], values, unresolved))
         if errors:
@@ -79,15 +80,14 @@ def _dataset_hosts(hosts, values, unresolved):
             if values[host].get('extraction_job_dataset') or '%s - extraction_job_dataset' % host in unresolved]
 
 
-def _addresses(values, hostvars):
+def _addresses(seen):
     """{host: its server's address} of every host, and the messages of those that have none.
 
     Asked only of an inventory the rules above passed, so that a bad port is named once; what they
     let through and no address can be made of (a host that is not an address) is named here.
     """
-    seen = _with_connection(values, hostvars)
     addresses, errors = {}, []
-    for host in values:
+    for host in seen:
         try:
             addresses[host] = address(seen, host)
         except AddressError as exc:
@@ -104,10 +104,10 @@ def _with_connection(values, hostvars):
     return seen
 
 
-def _connection_errors(values, hostvars):
+def _connection_errors(reached, hostvars):
     """A container reached through pct whose plugin would reach another container (pct_connection.py)."""
     errors = []
-    for host, own in _with_connection(values, hostvars).items():
+    for host, own in reached.items():
         node = own.get('proxmox_container_node')
         if not isinstance(node, str) or node not in hostvars:
             continue   # cross_host_errors names it

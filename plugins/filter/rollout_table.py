@@ -65,7 +65,7 @@ CONVERGED = '__extract_converged'
 READ = LAYOUT_READ + ('proxmox_container_vmid', 'proxmox_container_node', RESULT, CONVERGED)
 HEADER = ['SERVER', 'VMID@HYPERVISOR', 'GPUS', 'DRIVER', 'URL', 'HEALTH', 'RUN']
 NOT_REACHED = {'health': 'UNREACHABLE', 'run': '-'}
-NOT_REACHED_CAUSE = 'unreachable over SSH, or the rollout stopped before it (extract_max_fail_percentage)'
+NOT_REACHED_CAUSE = 'unreachable %s, or the rollout stopped before it (extract_max_fail_percentage)'
 
 
 def unique(values):
@@ -140,10 +140,8 @@ def one_line(text):
 def failure_line(name, result, values):
     if result.get('cause') is not None:
         return 'FAILED %s: failed in %s: %s' % (name, one_line(result.get('task', '?')), one_line(result['cause']))
-    if through_pct(values):
-        return 'FAILED %s: %s' % (name, NOT_REACHED_CAUSE.replace(
-            'over SSH', 'through pct on %s' % values.get('proxmox_container_node', '?')))
-    return 'FAILED %s: %s' % (name, NOT_REACHED_CAUSE)
+    how = 'through pct on %s' % values.get('proxmox_container_node', '?') if through_pct(values) else 'over SSH'
+    return 'FAILED %s: %s' % (name, NOT_REACHED_CAUSE % how)
 
 
 def rollout_lines(hosts, addresses):
@@ -151,7 +149,7 @@ def rollout_lines(hosts, addresses):
     rows = [HEADER]
     failures = []
     for name, values in hosts.items():
-        result = values.get(RESULT) or result_of(hosts, name)
+        result = result_of(hosts, name)
         if result.get('health') != 'healthy':
             failures.append(failure_line(name, result, values))
         server = layout(hosts, name)
