@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """inventory_check: every container's values against the roles' argument specs and rules,
 the rules across hosts and the rollout's, on the controller, before any host is touched; then,
-for a valid inventory, each server's address (plugin_utils/server_address.py), which the rollout
-table places."""
+for a valid inventory, each host's plan (plugin_utils/host_plan.py), which the rollout table and
+extract.yml's host play read."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection i
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import connection_errors
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
     cross_host_errors, host_value_errors, load_specs, rollout_errors)
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_address import AddressError, address
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.host_plan import PlanError, plan
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import layout_errors
 
 
@@ -60,10 +60,10 @@ class ActionModule(ControllerCheck):
                                      rollout.get('extract_reclaim', True), rollout.get('extract_force', False)))
         reached = _with_connection(values, hostvars)
         errors.extend(_connection_errors(reached, hostvars))
-        addresses = {}
+        plans = {}
         if not errors:
-            addresses, errors = _addresses(reached)
-        result.update(changed=False, hosts=len(args['hosts']), unresolved=unresolved, addresses=addresses,
+            plans, errors = _plans(reached)
+        result.update(changed=False, hosts=len(args['hosts']), unresolved=unresolved, plans=plans,
                       dataset_hosts=_dataset_hosts(args['hosts'], values, unresolved))
         if errors:
             result.update(failed=True, errors=errors,
@@ -80,19 +80,19 @@ def _dataset_hosts(hosts, values, unresolved):
             if values[host].get('extraction_job_dataset') or '%s - extraction_job_dataset' % host in unresolved]
 
 
-def _addresses(seen):
-    """{host: its server's address} of every host, and the messages of those that have none.
+def _plans(seen):
+    """{host: its plan} of every host, and the messages of those that have none.
 
     Asked only of an inventory the rules above passed, so that a bad port is named once; what they
-    let through and no address can be made of (a host that is not an address) is named here.
+    let through and no plan can be made of (a host that is not an address) is named here.
     """
-    addresses, errors = {}, []
+    plans, errors = {}, []
     for host in seen:
         try:
-            addresses[host] = address(seen, host)
-        except AddressError as exc:
-            errors.append('%s: %s' % (host, exc))
-    return addresses, errors
+            plans[host] = plan(seen, host)
+        except PlanError as exc:
+            errors.append(str(exc))
+    return plans, errors
 
 
 def _with_connection(values, hostvars):

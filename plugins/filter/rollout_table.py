@@ -2,7 +2,7 @@
 # Copyright: eagle3.extraction maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """rollout_table: the table extract.yml prints at its end, computed from what each host's play
-left (``__extract_result``) and inventory_check's addresses, and rendered by the collection's
+left (``__extract_result``) and inventory_check's plans, and rendered by the collection's
 one table renderer (module_utils/text_table.py), the status table's too."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ short_description: The rollout table of extract.yml, from the hosts' results
 version_added: 0.1.0
 description:
   - One row per SGLang server (a multi-node server's nodes in one cell, in rank order) with its VMID@HYPERVISOR of
-    each node, GPUs, driver, the URL the controller calls (inventory_check's C(addresses), placed as it is), health
+    each node, GPUs, driver, the URL the controller calls (inventory_check's C(plans), placed as it is), health
     and run (V(applied), V(unchanged), V(failed) or V(-)); then C(N of M servers healthy); then one C(FAILED) line
     per host that did not come up, with the task and cause its play kept (its whitespace, newlines included, as
     single spaces, one line per host), or why it has no result.
@@ -32,9 +32,10 @@ options:
     description: The play's C(hostvars).
     type: dict
     required: true
-  addresses:
+  plans:
     description:
-      - inventory_check's C(addresses), each host's C(controller_url) among them.
+      - inventory_check's C(plans) (plugins/plugin_utils/host_plan.py), each host's server layout and address
+        (C(controller_url) among them) in it.
       - "A server reached through pct whose C(controller_url) is null shows C(via <hypervisor>: <client_url>)."
     type: dict
     required: true
@@ -43,7 +44,7 @@ options:
 EXAMPLES = r'''
 - name: Print the rollout table
   ansible.builtin.debug:
-    msg: "{{ groups['extraction_servers'] | eagle3.extraction.rollout_table(hostvars, __extract_inventory.addresses) }}"
+    msg: "{{ groups['extraction_servers'] | eagle3.extraction.rollout_table(hostvars, __extract_inventory.plans) }}"
 '''
 
 RETURN = r'''
@@ -54,9 +55,9 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.eagle3.extraction.plugins.filter.sglang_server_layout import READ as LAYOUT_READ
 from ansible_collections.eagle3.extraction.plugins.module_utils.text_table import table_lines
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import through_pct
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import READ as LAYOUT_READ
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import layout
 
 RESULT = '__extract_result'
@@ -97,7 +98,7 @@ def result_of(hosts, name):
     return NOT_REACHED
 
 
-def server_row(server, hosts, addresses):
+def server_row(server, hosts, plans):
     """One server's row from its nodes' values (rank order)."""
     nodes = [hosts[name] for name in server['nodes']]
     results = [result_of(hosts, name) for name in server['nodes']]
@@ -117,7 +118,7 @@ def server_row(server, hosts, addresses):
                       for node in nodes),
             ' + '.join(str(result.get('gpus', '-')) for result in results),
             ', '.join(unique(str(result.get('driver', '-')) for result in results)),
-            server_url(addresses.get(server['rank0']) or {}),
+            server_url(plans[server['rank0']]['server']['address']),
             health, run]
 
 
@@ -144,17 +145,18 @@ def failure_line(name, result, values):
     return 'FAILED %s: %s' % (name, NOT_REACHED_CAUSE % how)
 
 
-def rollout_lines(hosts, addresses):
-    """``hosts``: ``{host: {variable: value}}`` in inventory order (READ's variables that are set)."""
+def rollout_lines(hosts, plans):
+    """``hosts``: ``{host: {variable: value}}`` in inventory order (READ's variables that are set); ``plans``:
+    inventory_check's, ``{host: plan}``."""
     rows = [HEADER]
     failures = []
     for name, values in hosts.items():
         result = result_of(hosts, name)
         if result.get('health') != 'healthy':
             failures.append(failure_line(name, result, values))
-        server = layout(hosts, name)
+        server = plans[name]['server']['layout']
         if server['rank'] == 0:
-            rows.append(server_row(server, hosts, addresses))
+            rows.append(server_row(server, hosts, plans))
     healthy = len([row for row in rows[1:] if row[5] == 'healthy'])
     return table_lines(rows) + ['%d of %d servers healthy' % (healthy, len(rows) - 1)] + failures
 
@@ -169,11 +171,11 @@ def host_values(hosts, hostvars, name):
     return values
 
 
-def rollout_table(hosts, hostvars, addresses):
+def rollout_table(hosts, hostvars, plans):
     values = host_values(hosts, hostvars, 'rollout_table')
-    if not isinstance(addresses, dict):
-        raise AnsibleFilterError("rollout_table: addresses must be inventory_check's addresses, a dict")
-    return '\n'.join(rollout_lines(values, addresses))
+    if not isinstance(plans, dict) or not all(host in plans for host in hosts):
+        raise AnsibleFilterError("rollout_table: plans must be inventory_check's plans, a dict with every host's")
+    return '\n'.join(rollout_lines(values, plans))
 
 
 class FilterModule(object):

@@ -37,9 +37,8 @@ description:
     it SSHes to) must set C(proxmox_vmid) to its C(proxmox_container_vmid) and C(ansible_host) to its node's
     address, or every task would run in another container (C(plugin_utils/pct_connection.py)). Its C(ansible_host)
     is then not its own address, so rank 0 of a multi-node server reached this way needs C(sglang_server_dist_init_host).
-  - Then, for an inventory that passed, each host's server address (C(plugin_utils/server_address.py), the
-    filter C(eagle3.extraction.sglang_server_address)) in RV(addresses); a port or host no address can be made
-    of fails too.
+  - Then, for an inventory that passed, each host's plan (C(plugin_utils/host_plan.py), the lookup
+    C(eagle3.extraction.host_plan)) in RV(plans); a port or host no address can be made of fails too.
   - Fails once, listing every problem with its host, variable and value (an API key is never shown).
     A variable that refers to a fact set later by a role is skipped here (the role checks it when it starts)
     and listed in RV(unresolved).
@@ -99,20 +98,31 @@ errors:
   returned: failed
   type: list
   elements: str
-addresses:
+plans:
   description:
-    - Per host, its server's address, as the sglang_server role will have it (role defaults from its argument spec).
-    - C(port) and C(host), what the server binds (the merged flags); C(client_url), what a client on the host calls
-      (loopback for a wildcard bind; rank 0's URL on a node of rank > 0); C(controller_url), what the controller
-      calls; C(rank0); C(via), the hypervisor whose pct reaches rank 0 when it is reached through
-      C(community.proxmox.proxmox_pct_remote) (else null).
-    - A server reached through pct that binds no real address has a null C(controller_url), since its C(ansible_host)
-      is its hypervisor's.
+    - Per host, its plan, as the roles will have it (role defaults from their argument specs), the lookup
+      C(eagle3.extraction.host_plan)'s value, made from the inventory alone.
+    - C(server) - C(layout) (C(name), C(nodes) in rank order, C(nnodes), C(rank), C(rank0), C(dist_init_addr)...),
+      C(multinode), C(address) (C(port) and C(host), what the server binds (the merged flags); C(client_url), what a
+      client on the host calls (loopback for a wildcard bind; rank 0's URL on a node of rank > 0); C(controller_url),
+      what the controller calls (null for a server reached through pct that binds no real address); C(rank0);
+      C(via), the hypervisor whose pct reaches rank 0, else null), C(url) (the client URL), C(flags) and
+      C(environment) as the config file and unit will hold them, C(tp_size), C(local_tp), C(unit), C(dump_dir),
+      C(leftover_patterns).
+    - C(python), the venv's interpreter; C(job) - C(name), C(shards), C(shard_count), C(dir), C(output_dirs) (by
+      shard index), C(server_url), C(dump_dir); C(stamp), the convergence stamp's path.
+    - What a fact a role finds later decides (the tp-size by default, the interconnect) is null here, with what is
+      made of it (C(local_tp), C(environment)).
     - Empty when the inventory is not valid.
   returned: always
   type: dict
-  sample: {ct1: {port: 30000, host: 0.0.0.0, client_url: "http://127.0.0.1:30000",
-                 controller_url: "http://10.200.0.101:30000", rank0: ct1, via: null}}
+  sample: {ct1: {server: {address: {port: 30000, host: 0.0.0.0, client_url: "http://127.0.0.1:30000",
+                                    controller_url: "http://10.200.0.101:30000", rank0: ct1, via: null},
+                          url: "http://127.0.0.1:30000", unit: sglang-extraction, dump_dir: /dev/shm/sglang_hs},
+                 python: /root/ml-env/bin/python,
+                 job: {name: extraction, shards: [0], shard_count: 3, dir: /srv/eagle3-extraction/extraction,
+                       server_url: "http://127.0.0.1:30000"},
+                 stamp: /var/lib/eagle3-extraction-converged.json}}
 unresolved:
   description: C(<host> - <variable>) of the values that refer to facts not set yet, left to the role.
   returned: always

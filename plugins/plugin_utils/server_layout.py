@@ -23,6 +23,8 @@ from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection i
 NAME = 'sglang_server_name'
 RANK = 'sglang_server_node_rank'
 DEFAULT_DIST_INIT_PORT = 5000
+# what layout reads of each host
+READ = (NAME, RANK, 'sglang_server_dist_init_port', 'sglang_server_dist_init_host', 'ansible_host', 'ansible_connection')
 SERVER_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,62}')
 # What every node of one server must agree on: the same SGLang, the same patch, the same model and
 # flags (the inventory's values; a value set on one node and not on another differs too).

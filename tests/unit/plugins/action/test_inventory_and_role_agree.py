@@ -173,7 +173,7 @@ def test_a_bad_value_is_refused_by_both_naming_it():
 def test_a_good_value_passes_both():
     result = inventory_verdicts(GOOD)[0]
     assert not result.get('failed'), result['msg']
-    assert sorted(result['addresses']) == [host_name(index) for index in range(len(GOOD))]
+    assert sorted(result['plans']) == [host_name(index) for index in range(len(GOOD))]
     refused = ['%r: %s' % (case, role_verdict(case)) for case in GOOD if role_verdict(case)]
     assert refused == []
 

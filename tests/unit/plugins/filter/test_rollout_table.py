@@ -1,5 +1,5 @@
 """rollout_table: extract.yml's closing table, computed in Python from the hosts' results and
-inventory_check's addresses: one row per server, every column, the summary and the FAILED
+inventory_check's plans: one row per server, every column, the summary and the FAILED
 lines tests/integration/test_rollout.py reads back (split on two spaces or more)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.eagle3.extraction.plugins.filter.rollout_converged import rollout_converged
 from ansible_collections.eagle3.extraction.plugins.filter.rollout_table import rollout_table
 from ansible_collections.eagle3.extraction.plugins.module_utils.extraction_report import status_table
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.host_plan import READ, plan
 
 GPUS = '2 x NVIDIA H200'
 DRIVER = '580.159.04'
@@ -36,6 +37,15 @@ def addresses(*hosts, **urls):
                 for n, name in enumerate(hosts, 1))
 
 
+def plans(hostvars, given):
+    """inventory_check's plans of these hosts, each with the address fields ``given`` sets."""
+    values = dict((name, dict((k, v) for k, v in found.items() if k in READ)) for name, found in hostvars.items())
+    made = dict((name, plan(values, name)) for name in values)
+    for name, address in given.items():
+        made[name]['server']['address'].update(address)
+    return made
+
+
 def parse(text):
     lines = text.split('\n')
     rows = dict((line.split()[0], re.split(r'\s{2,}', line)) for line in lines[1:] if re.match(r'\S+ ', line)
@@ -52,7 +62,7 @@ def test_converged_applied_failed_and_unreachable_hosts_each_get_their_row_and_c
         'ct4': host(104, 'pve3'),                      # never reached: no result
     }
     urls = addresses('ct1', 'ct2', 'ct3', 'ct4', ct2='http://10.0.0.2:30000')
-    lines, rows, summary = parse(rollout_table(list(hostvars), hostvars, urls))
+    lines, rows, summary = parse(rollout_table(list(hostvars), hostvars, plans(hostvars, urls)))
 
     assert lines[0].split() == ['SERVER', 'VMID@HYPERVISOR', 'GPUS', 'DRIVER', 'URL', 'HEALTH', 'RUN']
     assert rows['ct1'] == ['ct1', '101@pve1', GPUS, DRIVER, 'http://10.0.0.1:8000', 'healthy', 'unchanged']
@@ -82,7 +92,7 @@ def test_a_converged_server_left_alone_is_unchanged_with_its_stamps_gpus():
         'ct3': host(103, 'pve2', __extract_converged=check(False)),
     }
     assert [rollout_converged(list(hostvars), hostvars, name) for name in hostvars] == [True, False, False]
-    dummy, rows, summary = parse(rollout_table(list(hostvars), hostvars, addresses('ct1', 'ct2', 'ct3')))
+    dummy, rows, summary = parse(rollout_table(list(hostvars), hostvars, plans(hostvars, addresses('ct1', 'ct2', 'ct3'))))
     assert rows['ct1'] == ['ct1', '101@pve1', '8 x NVIDIA H200', DRIVER, 'http://10.0.0.1:8000', 'healthy',
                            'unchanged']
     assert rows['ct3'][5:] == ['UNREACHABLE', '-']
@@ -101,7 +111,7 @@ def test_a_node_is_left_alone_only_with_every_other_node_of_its_server():
     hostvars['big-b'] = host(202, 'pve2', healthy('applied'), __extract_converged=check(True),
                              sglang_server_node_rank=1, **nodes)
     assert not rollout_converged(list(hostvars), hostvars, 'big-a')
-    dummy, rows, dummy = parse(rollout_table(list(hostvars), hostvars, addresses('big-a', 'big-b')))
+    dummy, rows, dummy = parse(rollout_table(list(hostvars), hostvars, plans(hostvars, addresses('big-a', 'big-b'))))
     assert rows['big'][5:] == ['UNREACHABLE', 'applied']
     hostvars['big-b'] = host(202, 'pve2', __extract_converged=check(True), sglang_server_node_rank=1, **nodes)
     assert rollout_converged(list(hostvars), hostvars, 'big-a') and rollout_converged(list(hostvars), hostvars, 'big-b')
@@ -116,7 +126,7 @@ def test_a_multi_node_server_is_one_row_in_rank_order():
         'big-a': host(202, 'pve1', healthy('applied', driver='580.1'), sglang_server_name='big',
                       sglang_server_node_rank=0),
     }
-    lines, rows, summary = parse(rollout_table(list(hostvars), hostvars, addresses('ct1', 'big-b', 'big-a')))
+    lines, rows, summary = parse(rollout_table(list(hostvars), hostvars, plans(hostvars, addresses('ct1', 'big-b', 'big-a'))))
 
     assert len(lines) == 4       # header, two servers, summary
     # rank 0 first; the URL is rank 0's; two runs that differ are "applied"; drivers once each
@@ -132,7 +142,7 @@ def test_one_failed_node_fails_its_whole_server_and_is_named():
                   sglang_server_name='s', sglang_server_node_rank=1),
         'c': host(3, 'pve2', sglang_server_name='s', sglang_server_node_rank=2),
     }
-    dummy, rows, summary = parse(rollout_table(list(hostvars), hostvars, addresses('a', 'b', 'c')))
+    dummy, rows, summary = parse(rollout_table(list(hostvars), hostvars, plans(hostvars, addresses('a', 'b', 'c'))))
     assert rows['s'][5:] == ['FAILED', 'failed']
     assert summary[0] == '0 of 1 servers healthy'
     assert [line.split(':')[0] for line in summary[1:]] == ['FAILED b', 'FAILED c']
@@ -141,7 +151,7 @@ def test_one_failed_node_fails_its_whole_server_and_is_named():
 def test_many_servers_align_and_a_cause_cannot_break_the_table():
     hostvars = dict(('ct%d' % n, host(100 + n, 'pve%d' % (n % 3), healthy('unchanged'))) for n in range(1, 41))
     hostvars['ct7'] = host(107, 'pve1', failed('Start', 'first line\nsecond line'))
-    text = rollout_table(list(hostvars), hostvars, addresses(*hostvars))
+    text = rollout_table(list(hostvars), hostvars, plans(hostvars, addresses(*hostvars)))
     lines, rows, summary = parse(text)
     assert len(rows) == 40 and summary[0] == '39 of 40 servers healthy'
     # every row's URL column starts at the same place
@@ -169,7 +179,7 @@ def test_a_server_reached_through_pct_shows_its_own_url_behind_its_hypervisor():
     urls = {'ct4': {'controller_url': None, 'client_url': 'http://127.0.0.1:8000', 'via': 'pve2'},
             # it binds a real address: the controller calls that
             'ct5': {'controller_url': 'http://10.9.0.5:8000', 'client_url': 'http://10.9.0.5:8000', 'via': 'pve2'}}
-    lines, rows, summary = parse(rollout_table(list(hostvars), hostvars, urls))
+    lines, rows, summary = parse(rollout_table(list(hostvars), hostvars, plans(hostvars, urls)))
     assert rows['ct4'] == ['ct4', '104@pve2', GPUS, DRIVER, 'via pve2: http://127.0.0.1:8000', 'healthy', 'applied']
     assert rows['ct5'][4:] == ['http://10.9.0.5:8000', 'UNREACHABLE', '-']
     # not reached: through its hypervisor's pct, not over SSH

@@ -4,7 +4,6 @@ and the values, before any host is touched. In-process: many layouts, no Ansible
 
 import pytest
 
-from ansible_collections.eagle3.extraction.plugins.filter.sglang_server_layout import sglang_server_layout
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import cross_host_errors
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import layout, layout_errors
 
@@ -163,16 +162,6 @@ def test_the_nodes_are_in_rank_order_and_rank_0_gives_the_dist_init_addr():
     assert place['servers'] == ['duo', 'solo']
     assert layout(dict(hosts, a=dict(hosts['a'], sglang_server_dist_init_host='fd00::1')), 'b')[
         'dist_init_addr'] == '[fd00::1]:6000'
-
-
-def test_the_filter_reads_the_inventory_values_from_hostvars():
-    hostvars = {'ct1': {'sglang_server_name': 'duo', 'sglang_server_node_rank': 0, 'ansible_host': '10.0.0.1',
-                        'unrelated': 'x'},
-                'ct3': {'sglang_server_name': 'duo', 'sglang_server_node_rank': 1, 'ansible_host': '10.0.0.3'},
-                'molecule': {}}
-    assert sglang_server_layout(['ct1', 'ct3'], hostvars, 'ct3')['dist_init_addr'] == '10.0.0.1:5000'
-    # a host outside the extraction servers (a molecule play) is a server of its own
-    assert sglang_server_layout(['ct1', 'ct3'], hostvars, 'molecule')['nodes'] == ['molecule']
 
 
 def test_two_servers_cannot_share_a_container():

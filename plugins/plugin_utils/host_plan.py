@@ -1,0 +1,173 @@
+# -*- coding: utf-8 -*-
+# Copyright: eagle3.extraction maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Each host's resolved plan: the one owner of every fact the inventory decides for a host.
+
+What its server will run (its flags and environment as the unit and config file hold them, the port
+and host it binds, the URLs a client on the host and the controller call, its tensor-parallel size
+here and over its nodes, its multi-node layout, its unit, its dump dir, what a leftover of it looks
+like), the venv's interpreter, the job's name, shards, dirs and server URL, and the convergence
+stamp's path. extract.yml's inventory check returns it for every host (the rollout table reads it);
+the roles, stop.yml and the cache read it through the lookup eagle3.extraction.host_plan, which
+runs this same code over the host's variables as the role sees them (a role run on its own gets
+the same plan). None derives these facts again.
+
+The parts it composes keep their own modules: server_layout.py (which containers make a server),
+server_address.py (where it listens and is called), ml_env.py (the interpreter), extraction_job.py
+(the job's dir). What was computed in YAML is computed here: the merged flags, the environment,
+the local tensor-parallel size, the leftover patterns, the job's shards and its server URL.
+
+A value the inventory leaves to a fact a role finds later (sglang_server_tp_size from the GPUs
+gpu_check counts, sglang_server_interconnect from their topology) is None in the plan the inventory
+check makes, and so is what is made of it (the tp-size flag, the local size, the environment).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int
+from ansible_collections.eagle3.extraction.plugins.plugin_utils import server_address, server_layout
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.extraction_job import job_dir
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.ml_env import venv_python
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import COLLECTION, spec_defaults
+
+# where extract.yml records each host's last successful run (playbooks/tasks/converged.yml)
+STAMP = '/var/lib/eagle3-extraction-converged.json'
+# the NCCL values the hand-run setup ran with (8 PCIe GPUs): they fit a PCIe-only topology, not NVLink
+NCCL_PCIE = {
+    'NCCL_PROTO': 'LL',
+    'NCCL_ALGO': 'Ring',
+    'NCCL_P2P_LEVEL': 'SYS',
+    'NCCL_MAX_NCHANNELS': '16',
+    'NCCL_BUFFSIZE': '16777216',
+    'NCCL_NTHREADS': '512',
+}
+# the variables the plan is made of (with those its parts read): a caller passes those that are set
+SERVER = ('sglang_server_model_path', 'sglang_server_tp_size', 'sglang_server_dump_dir', 'sglang_server_interconnect',
+          'sglang_server_socket_ifname', 'sglang_server_env', 'sglang_server_unit', 'sglang_server_module')
+JOB = ('extraction_job_name', 'extraction_job_output_root', 'extraction_job_shard_indexes', 'extraction_job_shard_count',
+       'extraction_job_server_url', 'extraction_job_dump_dir')
+# what the plan reads of the other hosts: their server's layout and rank 0's address
+PEER_READ = tuple(sorted(set(server_address.READ + server_layout.READ)))
+READ = tuple(sorted(set(PEER_READ + SERVER + JOB + ('ml_env_path', 'ml_env_python_bin'))))
+# the public variables whose default is the plan's own value (extraction_job's defaults read it through the
+# lookup host_plan): the plan computes them when they still hold that default
+FROM_PLAN = ('extraction_job_shard_indexes', 'extraction_job_shard_count', 'extraction_job_server_url',
+             'extraction_job_dump_dir')
+
+
+class PlanError(ValueError):
+    """A value no plan can be made of; the message names the host, the variable and its value."""
+
+
+def _given(values, role, name, collection):
+    """The host's value, else the role's argument spec default; None for a default that is a template (a
+    fact a role finds later decides it) or an unset one."""
+    if name in values:
+        return values[name]
+    default = spec_defaults(role, (name,), collection)[name]
+    if isinstance(default, str) and '{{' in default:
+        return None
+    return default
+
+
+def _size(value):
+    """An inventory integer or None (not decided yet, or not an integer: the rules name that)."""
+    return None if value is None else inventory_int(value, 6)
+
+
+def leftover_patterns(module):
+    """What a leftover server looks like in a process table: SGLang's titled children and any launcher."""
+    return ['^sglang::',
+            r'(^|\s)-m\s+%s(\s|$)' % re.escape(module),
+            r'(^|\s)-m\s+sglang\.launch_server(\s|$)']
+
+
+def environment(dump_dir, interconnect, ifname, extra):
+    """The server unit's environment: the capture's dump dir and SGLang's switches, the PCIe NCCL values,
+    the socket interface, then sglang_server_env (whose null drops a default). None while the interconnect
+    is not known."""
+    if interconnect is None:
+        return None
+    env = {'SGLANG_HS_DUMP_DIR': dump_dir, 'SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN': '1', 'SGL_FORCE_SHUTDOWN': '1'}
+    if interconnect == 'pcie':
+        env.update(NCCL_PCIE)
+    if ifname:
+        env.update(NCCL_SOCKET_IFNAME=ifname, GLOO_SOCKET_IFNAME=ifname)
+    env.update(extra or {})
+    return dict((key, value) for key, value in env.items() if value is not None)
+
+
+def _server(hosts, host, values, collection):
+    where = server_layout.layout(hosts, host)
+    address = server_address.address(hosts, host)
+
+    def given(name):
+        return _given(values, 'sglang_server', name, collection)
+
+    flags = {'model-path': given('sglang_server_model_path'), 'host': given('sglang_server_host'),
+             'port': given('sglang_server_port'), 'tp-size': given('sglang_server_tp_size')}
+    flags.update(given('sglang_server_flags') or {})
+    if where['nnodes'] > 1:
+        flags.update({'nnodes': where['nnodes'], 'node-rank': where['rank'], 'dist-init-addr': where['dist_init_addr']})
+    tp_size = _size(flags['tp-size'])
+    dump_dir = given('sglang_server_dump_dir')
+    return {
+        'layout': where,
+        'multinode': where['nnodes'] > 1,
+        'address': address,
+        'url': address['client_url'],
+        'flags': flags,
+        'tp_size': tp_size,
+        # the GPUs this node gives the server: SGLang puts tp-size / nnodes ranks on each node
+        'local_tp': tp_size // where['nnodes'] if tp_size is not None else None,
+        'environment': environment(dump_dir, given('sglang_server_interconnect'), given('sglang_server_socket_ifname'),
+                                   given('sglang_server_env')),
+        'unit': given('sglang_server_unit'),
+        'dump_dir': dump_dir,
+        'leftover_patterns': leftover_patterns(given('sglang_server_module')),
+    }
+
+
+def _job(values, server, collection):
+    """The job's shards (default its server's place among the inventory's servers, sorted by name: one
+    shard a server, which extract.yml runs on the server's rank 0), its dirs and the server it calls
+    (default its own server's client URL)."""
+    def given(name):
+        return _given(values, 'extraction_job', name, collection)
+
+    where = server['layout']
+    count = _size(given('extraction_job_shard_count')) or len(where['servers'])
+    shards = given('extraction_job_shard_indexes') or [where['servers'].index(where['name'])]
+    shards = [_size(shard) for shard in shards]
+    found = job_dir(values, collection)
+    return {
+        'name': given('extraction_job_name'),
+        'shards': shards,
+        'shard_count': count,
+        'dir': found,
+        # by the shard's index as a string: the plan also travels as a module's JSON result
+        'output_dirs': dict((str(shard), posixpath.join(found, 'shard-%s-of-%s' % (shard, count))) for shard in shards),
+        'server_url': given('extraction_job_server_url') or server['url'],
+        'dump_dir': given('extraction_job_dump_dir') or server['dump_dir'],
+    }
+
+
+def plan(hosts, host, collection=COLLECTION):
+    """The plan of ``host`` from ``{host: {variable: value}}`` (READ's variables that are set, of the other
+    hosts PEER_READ's; a host ``hosts`` lacks is a one-node server of its own, with a shard of its own).
+
+    Returns ``server`` (``layout``, ``multinode``, ``address``, ``url``, ``flags``, ``tp_size``,
+    ``local_tp``, ``environment``, ``unit``, ``dump_dir``, ``leftover_patterns``), ``python``, ``job``
+    (``name``, ``shards``, ``shard_count``, ``dir``, ``output_dirs``, ``server_url``, ``dump_dir``) and
+    ``stamp``. Raises PlanError naming the host, the variable and its value.
+    """
+    values = hosts.get(host, {})
+    try:
+        server = _server(hosts, host, values, collection)
+    except server_address.AddressError as exc:
+        raise PlanError('%s: %s' % (host, exc)) from None
+    python = values.get('ml_env_python_bin') or venv_python(values.get('ml_env_path'), collection)
+    return {'server': server, 'python': python, 'job': _job(values, server, collection), 'stamp': STAMP}
