@@ -163,9 +163,10 @@ def conflicts(reports):
 
 
 def read_host(module, params):
+    # given (required_by) but empty: refused as missing
     for name in ('host', 'job', 'dataset'):
         if not params[name]:
-            module.fail_json(msg='with job_dir, %s is required' % name)
+            module.fail_json(msg='with job_dir, %s must not be empty' % name)
     job_dir = params['job_dir']
     if not os.path.isabs(job_dir) or os.path.normpath(job_dir) == '/':
         module.fail_json(msg='job_dir=%r: expected an absolute path other than /' % job_dir)
@@ -203,6 +204,7 @@ def main():
         ),
         mutually_exclusive=[('job_dir', 'reports')],
         required_one_of=[('job_dir', 'reports')],
+        required_by={'job_dir': ('host', 'job', 'dataset')},
         supports_check_mode=True,
     )
     params = module.params

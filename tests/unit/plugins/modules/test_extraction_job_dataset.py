@@ -102,3 +102,11 @@ def test_jobs_of_other_names_are_apart(run_module):
 def test_bad_options_are_refused(run_module, args, says):
     result = run_module(extraction_job_dataset, args)
     assert result['failed'] and says in result['msg']
+
+
+def test_job_dir_needs_the_host_the_job_and_the_dataset(tmp_path, run_module):
+    """AnsibleModule's required_by names what is missing; a given but empty one is refused too."""
+    missing = run_module(extraction_job_dataset, dict(job_dir=str(tmp_path), host='ct1'))
+    assert missing['failed'] and "missing parameter(s) required by 'job_dir': job, dataset" in missing['msg']
+    empty = on_host(run_module, tmp_path, job='')
+    assert empty['failed'] and empty['msg'] == 'with job_dir, job must not be empty'
