@@ -4,8 +4,9 @@
 """The extraction job's output dir on a host: the one owner of that fact.
 
 ``<extraction_job_output_root>/<extraction_job_name>``, each variable the host's or, unset, the
-role's argument spec default. The role (its output, configs and stop), status.yml, verify.yml and
-repair.yml read it through the lookup eagle3.extraction.extraction_job_dir; none joins it again.
+role's argument spec default. It is part of each host's plan (plugin_utils/host_plan.py): the role
+(its output, configs and stop), status.yml, verify.yml and repair.yml read it there (the lookup
+eagle3.extraction.host_plan's job.dir); none joins it again.
 """
 
 from __future__ import annotations
