@@ -60,14 +60,14 @@ def test_gpu_wait_without_nvidia_smi_fails_clearly(run_module, monkeypatch):
 
 
 def test_broken_driver_fails_a_gpu_wait_with_the_cause(run_module, tmp_path, monkeypatch):
-    standin = REPO / 'tests' / 'standins' / 'nvidia_smi' / 'nvidia-smi'
+    standin = REPO / 'lab' / 'standins' / 'nvidia_smi' / 'nvidia-smi'
     if not standin.exists():
         pytest.skip('the stand-in nvidia-smi is missing')
     conf = tmp_path / 'standin.conf'
     conf.write_text('mode=driver-not-loaded\n')
     monkeypatch.setenv('NVIDIA_SMI_STANDIN_CONF', str(conf))
     monkeypatch.setenv('NVIDIA_SMI_STANDIN_STATE', str(tmp_path / 'state.json'))
-    monkeypatch.setenv('NVIDIA_SMI_STANDIN_DATA', str(REPO / 'tests' / 'fixtures' / 'nvidia-smi'))
+    monkeypatch.setenv('NVIDIA_SMI_STANDIN_DATA', str(REPO / 'lab' / 'fixtures' / 'nvidia-smi'))
     result = run_module(process_reclaim, {'match': [r'^no-such-process-\d+$'], 'gpu_memory_max_mib': 0,
                                           'nvidia_smi_path': str(standin)})
     assert result['failed'] is True
@@ -75,7 +75,7 @@ def test_broken_driver_fails_a_gpu_wait_with_the_cause(run_module, tmp_path, mon
 
 
 def test_a_hanging_nvidia_smi_fails_a_gpu_wait_in_bounded_time(run_module, tmp_path, monkeypatch):
-    standin = REPO / 'tests' / 'standins' / 'nvidia_smi' / 'nvidia-smi'
+    standin = REPO / 'lab' / 'standins' / 'nvidia_smi' / 'nvidia-smi'
     conf = tmp_path / 'standin.conf'
     conf.write_text('mode=hang\n')
     monkeypatch.setenv('NVIDIA_SMI_STANDIN_CONF', str(conf))
