@@ -40,9 +40,9 @@ sanity: deps
 pytest: deps
 	$(MAKE) --no-print-directory pytest-main pytest-rollout pytest-multinode pytest-extraction pytest-torch
 
+# every suite of the controller's venv (pytest.ini's testpaths) but the whole-fleet runs, the steps below
 pytest-main:
-	pytest -q tests --ignore=tests/capture --ignore=tests/job --ignore=tests/integration/test_rollout.py \
-		--ignore=tests/integration/test_multinode.py --ignore=tests/integration/test_extraction_fleet.py
+	pytest -q -m "not whole_fleet and not torch"
 
 # extract.yml on the whole fleet, through ansible-runner (cold, converged, faults, ...)
 pytest-rollout:

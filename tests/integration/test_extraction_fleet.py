@@ -70,6 +70,7 @@ FORWARD_MS = '200'
 
 
 pytestmark = FLEET + [
+    pytest.mark.whole_fleet,
     pytest.mark.skipif(not os.path.exists(TORCH_PYTHON), reason='the torch venv is not built: bash lab/bootstrap/torch-venv.sh'),
 ]
 

@@ -26,7 +26,7 @@ from collection_helpers import REPO
 from fleet_helpers import FLEET
 from test_rollout import CTS, HEALTH_GET, PORT, ct, extract, inventory
 
-pytestmark = FLEET
+pytestmark = FLEET + [pytest.mark.whole_fleet]
 
 UNIT = 'sglang-extraction.service'
 DIST_INIT_PORT = 5000

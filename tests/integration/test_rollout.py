@@ -48,7 +48,7 @@ HEALTH_GET = ('import sys, urllib.request as u; '
               'print(u.build_opener(u.ProxyHandler({})).open(sys.argv[1], timeout=10).status)')
 
 
-pytestmark = FLEET
+pytestmark = FLEET + [pytest.mark.whole_fleet]
 
 
 ssh = lab_ssh
