@@ -24,9 +24,9 @@ from ansible_collections.eagle3.extraction.plugins.action import inventory_check
 from ansible_collections.eagle3.extraction.plugins.plugin_utils import role_inputs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(HERE))))
+REPO = os.path.dirname(os.path.dirname(HERE))
 _SPEC = importlib.util.spec_from_file_location(
-    'role_inputs_cases', os.path.join(HERE, '..', 'plugin_utils', 'test_role_inputs.py'))
+    'role_inputs_cases', os.path.join(HERE, 'plugins', 'plugin_utils', 'test_role_inputs.py'))
 CASES_MODULE = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(CASES_MODULE)
 
