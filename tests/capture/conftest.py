@@ -32,7 +32,8 @@ def patched_source(request):
 @pytest.fixture
 def new_capture(tmp_path):
     """Factory for captures that are closed at the end of the test."""
-    from batches import capture  # pylint: disable=import-outside-toplevel  (torch: see patched_source)
+    # torch, as in patched_source
+    from batches import capture  # pylint: disable=import-outside-toplevel
     made = []
 
     def factory(dump_dir=None, **kwargs):

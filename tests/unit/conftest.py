@@ -17,6 +17,7 @@ def run_module(capsys):
     patch_module_args; _ansible_check_mode and the like go in args); returns its result dict."""
     # imported here, not at the top: pytest imports this file in every venv (tests/conftest.py)
     from ansible.module_utils.testing import patch_module_args  # pylint: disable=import-outside-toplevel
+
     def run(module, args):
         with patch_module_args(args):
             with pytest.raises(SystemExit):
