@@ -1,6 +1,6 @@
 # Two entry points (README): `make demo` and `make test`. Both do their whole set-up
 # on a fresh Debian/Ubuntu machine as root: apt packages, the pinned controller venv,
-# the local fleet (tests/fleet/).
+# the local fleet (lab/fleet/).
 SHELL := /bin/bash
 VENV := .venv
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
@@ -21,28 +21,28 @@ demo: fleet
 	ansible-playbook playbooks/verify.yml $(DEMO_JOB)
 
 test: deps
-	bash tests/run-all.sh
+	bash lab/run-all.sh
 
 deps:
-	bash tests/bootstrap/apt.sh
-	bash tests/bootstrap/venv.sh
+	bash lab/bootstrap/apt.sh
+	bash lab/bootstrap/venv.sh
 
 fleet: deps
-	bash tests/fleet/up.sh
+	bash lab/fleet/up.sh
 
 lint: deps
 	ansible-lint --profile production
 
 sanity: deps
-	bash tests/sanity.sh
+	bash lab/sanity.sh
 
-# the five pytest parts of `make test`, in its order (tests/run-all.sh runs each as a step)
+# the five pytest parts of `make test`, in its order (lab/run-all.sh runs each as a step)
 pytest: deps
 	$(MAKE) --no-print-directory pytest-main pytest-rollout pytest-multinode pytest-extraction pytest-torch
 
+# every suite of the controller's venv (pytest.ini's testpaths) but the whole-fleet runs, the steps below
 pytest-main:
-	pytest -q tests --ignore=tests/capture --ignore=tests/job --ignore=tests/integration/test_rollout.py \
-		--ignore=tests/integration/test_multinode.py --ignore=tests/integration/test_extraction_fleet.py
+	pytest -q -m "not whole_fleet and not torch"
 
 # extract.yml on the whole fleet, through ansible-runner (cold, converged, faults, ...)
 pytest-rollout:
@@ -56,18 +56,18 @@ pytest-multinode:
 # the extraction job on the whole fleet: 2,000 samples through every fault, read back with
 # SpecForge's loader (in the torch venv)
 pytest-extraction:
-	bash tests/torch-venv.sh >/dev/null && pytest -q tests/integration/test_extraction_fleet.py
+	bash lab/bootstrap/torch-venv.sh >/dev/null && pytest -q tests/integration/test_extraction_fleet.py
 
 # tests/capture and tests/job need torch, which exists as a CPU build for Python 3.11 only
 pytest-torch:
-	bash tests/torch-venv.sh && .venv-torch/bin/python -m pytest -q -p no:cacheprovider tests/capture tests/job
+	bash lab/bootstrap/torch-venv.sh && .venv-torch/bin/python -m pytest -q -p no:cacheprovider tests/capture tests/job
 
 build: deps
 	ansible-galaxy collection build --force
 
 # removes the fleet (containers, namespaces, processes); keeps caches and the venv
 clean:
-	bash tests/fleet/down.sh
+	bash lab/fleet/down.sh
 
 distclean: clean
 	rm -rf $(VENV) .ansible $${EAGLE3_LAB:-/var/lib/eagle3-lab}/cache

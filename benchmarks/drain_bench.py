@@ -14,7 +14,7 @@
   manifest: a manifest of N done samples; time to open it, undo interrupted writes and
             work out which of the N dataset ids are left (what a resume does first).
 
-Needs torch (tests/torch-venv.sh makes a venv with it). Removes what it made.
+Needs torch (lab/bootstrap/torch-venv.sh makes a venv with it). Removes what it made.
   .venv-torch/bin/python benchmarks/drain_bench.py drain --dump-root /dev/shm --out /var/tmp/drain-bench
   .venv-torch/bin/python benchmarks/drain_bench.py manifest --samples 1000000 --out /var/tmp/drain-bench
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# extract.yml on the local fleet (tests/fleet/), timed: wall seconds, median of REPEAT runs
+# extract.yml on the local fleet (lab/fleet/), timed: wall seconds, median of REPEAT runs
 # (default 3) of each case, after one unmeasured run that converges the fleet.
 #   converged re-run  vs  a no-op play (one ping on the same hosts)    goal <= 1.5x
 #   every role (extract_force) on 1 container: tasks and seconds       goal <= 50 tasks, <= 20 s

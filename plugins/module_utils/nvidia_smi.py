@@ -3,7 +3,7 @@
 """Read what nvidia-smi and the NVIDIA kernel module print.
 
 Pure functions over text, so that they can be tested against real captures
-(tests/fixtures/nvidia-smi/). Nothing here runs a command.
+(lab/fixtures/nvidia-smi/). Nothing here runs a command.
 
 - CSV queries (``--query-gpu`` / ``--query-compute-apps``), with or without
   header and units.

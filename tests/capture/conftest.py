@@ -11,15 +11,16 @@ import pytest
 # CPU torch warns at import that NumPy is missing; these tests do not use NumPy.
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
-from batches import capture  # noqa: E402
-import sglang_source  # noqa: E402  (on sys.path through batches)
-
 SGLANG_VERSIONS = ["0.5.14", "0.5.23"]
 
 
 @pytest.fixture(scope="module", params=SGLANG_VERSIONS)
 def patched_source(request):
     """The real deepseek_v2.py of each supported sglang, patched as the role patches it."""
+    # imported here, not at the top: pytest imports this file in every venv, torch or not
+    # batches puts tests/patch, sglang_source's folder, on sys.path
+    import batches  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+    import sglang_source  # pylint: disable=import-outside-toplevel
     path = sglang_source.extract(request.param, "sglang/srt/models/deepseek_v2.py")
     with open(path, encoding="utf-8") as f:
         pristine = f.read()
@@ -31,6 +32,8 @@ def patched_source(request):
 @pytest.fixture
 def new_capture(tmp_path):
     """Factory for captures that are closed at the end of the test."""
+    # torch, as in patched_source
+    from batches import capture  # pylint: disable=import-outside-toplevel
     made = []
 
     def factory(dump_dir=None, **kwargs):

@@ -1,4 +1,4 @@
-"""Shared by the tests on the local fleet (tests/fleet/): whether it is up, and SSH into its hosts
+"""Shared by the tests on the local fleet (lab/fleet/): whether it is up, and SSH into its hosts
 from the controller's own network namespace, through the lab's switch (lab-ctl)."""
 
 import os

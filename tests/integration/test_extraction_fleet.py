@@ -52,7 +52,7 @@ FILL = '/dev/shm/fleetx-fill'
 UNIT = 'eagle3-extraction-job@%s-shard-%%d.service' % JOB
 # ct2's server listens here, moved through sglang_server_flags alone (sglang_server_port stays 8000)
 MOVED_PORT = 30000
-# ct3's own IPv6 address (tests/fleet/up.sh: fd00:200::<vmid>)
+# ct3's own IPv6 address (lab/fleet/up.sh: fd00:200::<vmid>)
 CT3_IP6 = 'fd00:200::103'
 # where each server really listens (ss, in its container), the URL its job calls (and the convergence
 # cache watches), the URL the rollout table shows; ct1 on 0.0.0.0 as the demo's group has it, ct2 on ::
@@ -70,7 +70,8 @@ FORWARD_MS = '200'
 
 
 pytestmark = FLEET + [
-    pytest.mark.skipif(not os.path.exists(TORCH_PYTHON), reason='the torch venv is not built: bash tests/torch-venv.sh'),
+    pytest.mark.whole_fleet,
+    pytest.mark.skipif(not os.path.exists(TORCH_PYTHON), reason='the torch venv is not built: bash lab/bootstrap/torch-venv.sh'),
 ]
 
 
@@ -211,7 +212,7 @@ def scenario(tmp_path_factory):
             wait_for('%s to answer' % name, lambda n=name: ct(n, 'true', check=False, timeout=10).returncode == 0, 120)
     clean_slate()
     # the wheelhouse ml_env installs from holds this checkout's stand-in (seconds when it does)
-    subprocess.run(['bash', os.path.join(REPO, 'tests', 'fleet', 'wheelhouse.sh')], check=True,
+    subprocess.run(['bash', os.path.join(REPO, 'lab', 'fleet', 'wheelhouse.sh')], check=True,
                    capture_output=True, timeout=900)
     dataset = tmp / 'dataset.jsonl'
     subprocess.run([os.path.join(VENV_BIN, 'python'), os.path.join(REPO, 'tests', 'job', 'demo_dataset.py'),
@@ -452,7 +453,7 @@ def rerun(tmp_path_factory):
     ct('ct1', 'systemctl disable --now %s >/dev/null 2>&1; systemctl reset-failed %s >/dev/null 2>&1; '
               'rm -rf %s /etc/eagle3-extraction/%s-* /var/lib/eagle3-extraction/%s.jsonl; true'
               % (units, units, RERUN_DIR, RERUN_JOB, RERUN_JOB))
-    subprocess.run(['bash', os.path.join(REPO, 'tests', 'fleet', 'wheelhouse.sh')], check=True,
+    subprocess.run(['bash', os.path.join(REPO, 'lab', 'fleet', 'wheelhouse.sh')], check=True,
                    capture_output=True, timeout=900)
     dataset = tmp / 'dataset.jsonl'
     subprocess.run([os.path.join(VENV_BIN, 'python'), os.path.join(REPO, 'tests', 'job', 'demo_dataset.py'),

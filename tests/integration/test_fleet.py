@@ -6,7 +6,7 @@ import subprocess
 import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
-UP = os.path.join(REPO, 'tests', 'fleet', 'up.sh')
+UP = os.path.join(REPO, 'lab', 'fleet', 'up.sh')
 LAB = os.environ.get('EAGLE3_LAB', '/var/lib/eagle3-lab')
 
 

@@ -26,7 +26,7 @@ from collection_helpers import REPO
 from fleet_helpers import FLEET
 from test_rollout import CTS, HEALTH_GET, PORT, ct, extract, inventory
 
-pytestmark = FLEET
+pytestmark = FLEET + [pytest.mark.whole_fleet]
 
 UNIT = 'sglang-extraction.service'
 DIST_INIT_PORT = 5000
@@ -100,7 +100,7 @@ def test_bad_rank_layout_fails_in_the_first_play(tmp_path):
 
 
 def test_cold_run_brings_both_servers_up(tmp_path, state, duo):
-    up = subprocess.run(['bash', os.path.join(REPO, 'tests', 'fleet', 'up.sh')], capture_output=True, text=True,
+    up = subprocess.run(['bash', os.path.join(REPO, 'lab', 'fleet', 'up.sh')], capture_output=True, text=True,
                         check=False)
     assert up.returncode == 0, up.stderr
     for host in CTS:

@@ -1,6 +1,6 @@
 """A container reached only through its hypervisor, on the local fleet (issue 23).
 
-ct4 (vmid 104 on pve2, tests/fleet/fleet.conf kind `pct`) has no network interface but loopback
+ct4 (vmid 104 on pve2, lab/fleet/fleet.conf kind `pct`) has no network interface but loopback
 and its sshd is masked: nothing reaches it but `pct exec` on pve2, which is what
 community.proxmox.proxmox_pct_remote runs (inventory/demo-pct). From a stopped container, one
 extract.yml brings its server up and starts a job; status.yml follows the job to its end; verify.yml

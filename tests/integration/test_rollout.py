@@ -1,7 +1,7 @@
 """extract.yml on the local fleet (2 hypervisors, 3 containers), through ansible-runner,
 asserting on its stats and events. The tests run in order and build on each other:
 
-1. cold: the containers are destroyed and made again bare (tests/fleet/up.sh), then one
+1. cold: the containers are destroyed and made again bare (lab/fleet/up.sh), then one
    run brings all three to healthy servers;
 2. the second run, from the installed collection by FQCN with every role
    (extract_force), changes nothing; the third, plain, sees every host converged
@@ -48,7 +48,7 @@ HEALTH_GET = ('import sys, urllib.request as u; '
               'print(u.build_opener(u.ProxyHandler({})).open(sys.argv[1], timeout=10).status)')
 
 
-pytestmark = FLEET
+pytestmark = FLEET + [pytest.mark.whole_fleet]
 
 
 ssh = lab_ssh
@@ -160,7 +160,7 @@ def test_cold_run_brings_every_server_up(tmp_path, state):
     # bare containers: destroyed, then made again from the template by the fleet
     for name, (address, node, vmid) in CTS.items():
         ssh(NODES[node], 'pct stop %d >/dev/null 2>&1; pct destroy %d --purge >/dev/null 2>&1; true' % (vmid, vmid))
-    up = run(['bash', os.path.join(REPO, 'tests', 'fleet', 'up.sh')])
+    up = run(['bash', os.path.join(REPO, 'lab', 'fleet', 'up.sh')])
     assert up.returncode == 0, up.stderr
     assert ct('ct1', 'test -e /etc/systemd/system/sglang-extraction.service', check=False).returncode == 1
 

@@ -11,7 +11,7 @@ CPU torch and SpecForge 0.2.0 without its dependencies):
 Each DIR is one shard's output dir. For every one: no partial file, the manifest's done
 rows are exactly the ``.ckpt`` files (sizes and sha256), SpecForge's OfflineManifestReader
 lists them all and normalize_offline_sample reads each, and every tensor equals what
-the stand-in server computes for the sample (tests/standins/sglang_server) with the
+the stand-in server computes for the sample (lab/standins/sglang_server) with the
 dataset's loss mask. Across the ``--count`` dirs every dataset sample is there exactly
 once. Prints a JSON summary; exits 1 listing the problems.
 """
@@ -28,7 +28,7 @@ from specforge.runtime.data_plane.feature_store import load_feature_file
 from specforge.runtime.data_plane.offline_reader import OfflineManifestReader
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tests", "standins", "sglang_server"))
+sys.path.insert(0, os.path.join(ROOT, "lab", "standins", "sglang_server"))
 from sglang_standin import generate  # noqa: E402  pylint: disable=wrong-import-position
 
 MAX_LEN = 1 << 16

@@ -1,6 +1,6 @@
 # Copyright: eagle3.extraction contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the extraction job's tests share (CPU torch venv: tests/torch-venv.sh). A module of its
+"""What the extraction job's tests share (CPU torch venv: lab/bootstrap/torch-venv.sh). A module of its
 own name, not conftest: tests/capture has a conftest too, and one run collects both.
 
 The stand-in server here answers ``/generate`` and writes each request's dump

@@ -4,7 +4,7 @@
 preprocessing gives, for every chat template SpecForge 0.2.0 ships that the job supports.
 
 Both sides get the same conversations and the same tokenizer: a small word-level
-tokenizer (``tokenizers``) whose Jinja chat template (tests/fixtures/chat_templates/)
+tokenizer (``tokenizers``) whose Jinja chat template (lab/fixtures/chat_templates/)
 renders as the template's model family does, with the template's markers as special tokens, in two kinds: words and
 newlines as tokens of their own, and byte-level words as GPT-2's regex splits them,
 where a space or a newline at a marker's end is joined with what follows it (so a
@@ -48,8 +48,8 @@ SKIPPED = {"gpt-oss", "deepseek-r1-distill", "qwen3-thinking", "qwen3-next-think
            "inkling-thinking", "glm-5.2", "longcat"}
 
 # How each family renders a conversation (add_generation_prompt is False on both sides)
-TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                            "fixtures", "chat_templates")
+TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                            "lab", "fixtures", "chat_templates")
 
 
 def family_templates():

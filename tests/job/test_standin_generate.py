@@ -1,6 +1,6 @@
 # Copyright: eagle3.extraction contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The fleet's stand-in server (tests/standins/sglang_server) answers /generate and dumps
+"""The fleet's stand-in server (lab/standins/sglang_server) answers /generate and dumps
 through the capture module as sglang_patch deploys it: run here on 127.0.0.1 with the
 capture placed next to a package that refuses to be imported, as on the fleet."""
 import json
@@ -17,7 +17,7 @@ import pytest
 
 from job_helpers import ROOT, torch
 
-STANDIN = os.path.join(ROOT, "tests", "standins", "sglang_server")
+STANDIN = os.path.join(ROOT, "lab", "standins", "sglang_server")
 sys.path.insert(0, STANDIN)
 
 from sglang_standin import generate  # noqa: E402  pylint: disable=wrong-import-position
@@ -52,7 +52,7 @@ def server(tmp_path):
     shutil.copy(os.path.join(ROOT, "roles", "sglang_patch", "files", "eagle3_hs_capture.py"),
                 site / "sglang" / "srt" / "eagle3_hs_capture.py")
     model = tmp_path / "model"
-    shutil.copytree(os.path.join(ROOT, "tests", "fixtures", "model"), model)
+    shutil.copytree(os.path.join(ROOT, "lab", "fixtures", "model"), model)
     dump = tmp_path / "shm"
     dump.mkdir()
     port = free_port()

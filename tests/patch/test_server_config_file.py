@@ -22,7 +22,7 @@ import sglang_source
 from ansible_collections.eagle3.extraction.plugins.filter.sglang_server_unit import sglang_server_config
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-STANDIN = os.path.join(sglang_source.REPO, 'tests', 'standins', 'sglang_server')
+STANDIN = os.path.join(sglang_source.REPO, 'lab', 'standins', 'sglang_server')
 # sglang 0.5.23 keeps its settings in msgspec records: the parser needs the real package
 MSGSPEC = 'msgspec==0.23.0'
 VERSIONS = ['0.5.14', '0.5.23']

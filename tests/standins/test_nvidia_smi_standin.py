@@ -1,4 +1,4 @@
-"""Tests of the stand-in nvidia-smi against the real captures in tests/fixtures/nvidia-smi.
+"""Tests of the stand-in nvidia-smi against the real captures in lab/fixtures/nvidia-smi.
 
 Every test runs the script as a subprocess through its #!/usr/bin/python3 line, with
 its config, state and data paths pointed into tmp_path by environment variables.
@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO / "tests/fixtures/nvidia-smi"
+FIXTURES = REPO / "lab/fixtures/nvidia-smi"
 CAPTURES = FIXTURES / "h200x2"
-STANDIN = REPO / "tests/standins/nvidia_smi/nvidia-smi"
+STANDIN = REPO / "lab/standins/nvidia_smi/nvidia-smi"
 CONTROL = STANDIN.with_name("nvidia-smi-standin")
 INSTALL = STANDIN.with_name("install.sh")
 

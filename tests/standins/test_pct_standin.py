@@ -16,9 +16,8 @@ from types import SimpleNamespace
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PCT = os.path.join(HERE, "pct", "pct")
-REPO = os.path.dirname(os.path.dirname(HERE))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PCT = os.path.join(REPO, "lab", "standins", "pct", "pct")
 LAB = os.environ.get("LAB", "/var/lib/eagle3-lab")
 NODE = socket.gethostname().split(".")[0]
 TEMPLATE = "local:vztmpl/debian-12-lab_amd64.tar"
@@ -33,7 +32,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="LXC needs root")
 
 def rootfs_tarball():
     """The fleet's template (any of its versions will do): the newest one in the cache, else
-    wait while tests/fleet/rootfs.sh builds one, else build it."""
+    wait while lab/fleet/rootfs.sh builds one, else build it."""
     deadline = time.monotonic() + 300
     while True:
         tarballs = sorted(glob.glob(f"{LAB}/cache/rootfs-*.tar"), key=os.path.getmtime)
@@ -42,7 +41,7 @@ def rootfs_tarball():
         if not os.path.isdir(f"{LAB}/cache/rootfs.build") or time.monotonic() > deadline:
             break
         time.sleep(2)
-    result = subprocess.run(["bash", os.path.join(REPO, "tests/fleet/rootfs.sh")],
+    result = subprocess.run(["bash", os.path.join(REPO, "lab/fleet/rootfs.sh")],
                             capture_output=True, text=True, check=True)
     return result.stdout.strip().splitlines()[-1]
 

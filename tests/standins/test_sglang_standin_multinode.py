@@ -12,8 +12,8 @@ import urllib.request
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-STANDIN = os.path.join(HERE, 'sglang_server')
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+STANDIN = os.path.join(REPO, 'lab', 'standins', 'sglang_server')
 
 
 def free_port():

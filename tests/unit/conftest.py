@@ -9,13 +9,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
 
 @pytest.fixture
 def run_module(capsys):
     """run_module(module, args): module.main() run in-process with args (ansible-core's
     patch_module_args; _ansible_check_mode and the like go in args); returns its result dict."""
+    # imported here, not at the top: pytest imports this file in every venv (tests/conftest.py)
+    from ansible.module_utils.testing import patch_module_args  # pylint: disable=import-outside-toplevel
+
     def run(module, args):
         with patch_module_args(args):
             with pytest.raises(SystemExit):

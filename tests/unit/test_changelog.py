@@ -1,4 +1,4 @@
-"""CHANGELOG.md is what antsibull-changelog makes of changelogs/ (tests/tools/changelog.py):
+"""CHANGELOG.md is what antsibull-changelog makes of changelogs/ (lab/tools/changelog.py):
 the fragments pass its lint, a fragment added without making the file again fails the check,
 and --write puts the fragment's text into CHANGELOG.md."""
 
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-TOOL = REPO / 'tests' / 'tools' / 'changelog.py'
+TOOL = REPO / 'lab' / 'tools' / 'changelog.py'
 
 
 def tool(*args):

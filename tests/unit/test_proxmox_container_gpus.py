@@ -3,10 +3,10 @@
 The local fleet's stand-in hypervisors have no /dev/nvidia* nodes, so the molecule scenario
 only sees the no-GPU path. Here the role's preflight runs on this machine in a private mount
 namespace whose /dev is a tmpfs holding real character device nodes with the majors and
-minors of a 2 x H200 host (tests/fixtures/nvidia-smi/h200x2/idle/ls-dev-nvidia.txt) and a
+minors of a 2 x H200 host (lab/fixtures/nvidia-smi/h200x2/idle/ls-dev-nvidia.txt) and a
 /proc/devices with that host's nvidia lines (proc-devices-nvidia.txt). Nothing is opened, so
 no driver is needed. The plan comes from pct_container in check mode against the stand-in
-pct (tests/standins/pct/pct) with a throwaway config directory.
+pct (lab/standins/pct/pct) with a throwaway config directory.
 
 One ansible-playbook run covers every case (each case rebuilds the nodes it needs, runs the
 role in a block and records what happened); the tests below read that record.
@@ -24,12 +24,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO / 'tests' / 'fixtures' / 'nvidia-smi' / 'h200x2' / 'idle'
+FIXTURES = REPO / 'lab' / 'fixtures' / 'nvidia-smi' / 'h200x2' / 'idle'
 VENV_BIN = REPO / '.venv' / 'bin'
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not shutil.which('unshare') or not (VENV_BIN / 'ansible-playbook').exists(),
-    reason='needs root, unshare and the project venv (tests/bootstrap/venv.sh)')
+    reason='needs root, unshare and the project venv (lab/bootstrap/venv.sh)')
 
 # /dev as a tmpfs: the few real nodes ansible needs are bound from the host's /dev
 NAMESPACE_SETUP = r"""
@@ -143,7 +143,7 @@ def cases(tmp_path_factory):
         (work / name).mkdir()
     pct = work / 'pct'
     pct.write_text('#!/bin/sh\nPCT_CONF_DIR=%s/conf PCT_LXC_PATH=%s/lxc PCT_TEMPLATE_DIR=%s/templates '
-                   'exec /usr/bin/python3 %s "$@"\n' % (work, work, work, REPO / 'tests/standins/pct/pct'))
+                   'exec /usr/bin/python3 %s "$@"\n' % (work, work, work, REPO / 'lab/standins/pct/pct'))
     pct.chmod(0o755)
     (work / 'inventory.yml').write_text(
         'all:\n  hosts:\n'

@@ -1,4 +1,4 @@
-"""Each role README's variable table is the one tests/tools/role_readme.py makes from the
+"""Each role README's variable table is the one lab/tools/role_readme.py makes from the
 role's meta/argument_specs.yml: a spec changed without its README fails here, and the tool
 run on a copy shows that the check sees such a change and that --write repairs only the table."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-TOOL = REPO / 'tests' / 'tools' / 'role_readme.py'
+TOOL = REPO / 'lab' / 'tools' / 'role_readme.py'
 ROLES = sorted(path.parent.parent.name for path in REPO.glob('roles/*/meta/argument_specs.yml'))
 BEGIN = '<!-- BEGIN variables'
 END = '<!-- END variables -->'

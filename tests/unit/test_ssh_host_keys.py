@@ -3,7 +3,7 @@
 The root ansible.cfg is what a user runs with from a checkout, production hypervisors
 (reached as root) included; only the lab fleet's inventories (inventory/demo, and inventory/demo-pct,
 which reaches ct4 through pve2 with paramiko) may trust their hosts, whose keys change each time
-tests/fleet/up.sh remakes them.
+lab/fleet/up.sh remakes them.
 """
 
 import glob

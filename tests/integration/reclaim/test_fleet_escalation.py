@@ -1,4 +1,4 @@
-"""The failure met when servers were run by hand, on the local fleet (tests/fleet/): a process started on
+"""The failure met when servers were run by hand, on the local fleet (lab/fleet/): a process started on
 the hypervisor pve1 with only `nsenter --net=/proc/<ct1 init>/ns/net` holds a port
 of container ct1 (vmid 101). Inside ct1 it cannot be seen or killed, so
 port_reclaim there fails and says to use vmid; delegated to pve1 with vmid 101

@@ -1,5 +1,5 @@
 """process_reclaim with gpu_holders and gpu_memory_max_mib, against a GPU-memory
-holder registered with the stand-in nvidia-smi (tests/standins/nvidia_smi/),
+holder registered with the stand-in nvidia-smi (lab/standins/nvidia_smi/),
 which replays the real H200 captures and frees the memory when the holder dies."""
 
 import os
@@ -9,10 +9,10 @@ import pytest
 from conftest import PYTHON, REPO
 
 MODULE = 'eagle3.extraction.process_reclaim'
-STANDIN_DIR = os.path.join(REPO, 'tests', 'standins', 'nvidia_smi')
+STANDIN_DIR = os.path.join(REPO, 'lab', 'standins', 'nvidia_smi')
 NVIDIA_SMI = os.path.join(STANDIN_DIR, 'nvidia-smi')
 STANDIN_CLI = os.path.join(STANDIN_DIR, 'nvidia-smi-standin')
-CAPTURES = os.path.join(REPO, 'tests', 'fixtures', 'nvidia-smi')
+CAPTURES = os.path.join(REPO, 'lab', 'fixtures', 'nvidia-smi')
 # memory.used with one holder of 20998 MiB on a GPU, as captured (busy/)
 BUSY_MIB = 21007
 
@@ -20,7 +20,7 @@ BUSY_MIB = 21007
 @pytest.fixture
 def gpu_sandbox(sandbox, tmp_path):
     if not os.path.exists(STANDIN_CLI) or not os.path.isdir(CAPTURES):
-        pytest.skip('the stand-in nvidia-smi (tests/standins/nvidia_smi) or its captures are missing')
+        pytest.skip('the stand-in nvidia-smi (lab/standins/nvidia_smi) or its captures are missing')
     conf = tmp_path / 'nvidia-smi-standin.conf'
     conf.write_text('gpus=2\n')
     standin = {'NVIDIA_SMI_STANDIN_CONF': str(conf),

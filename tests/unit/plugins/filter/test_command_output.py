@@ -11,7 +11,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.eagle3.extraction.plugins.filter.command_output import (
     FilterModule, last_line, pip_would_install, proc_devices, systemd_unit_names)
 
-FIXTURES = Path(__file__).resolve().parents[3] / 'fixtures' / 'nvidia-smi' / 'h200x2' / 'idle'
+FIXTURES = Path(__file__).resolve().parents[4] / 'lab' / 'fixtures' / 'nvidia-smi' / 'h200x2' / 'idle'
 
 
 def test_the_filters_are_registered():

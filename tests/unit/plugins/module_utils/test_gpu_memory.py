@@ -1,5 +1,5 @@
 """GPU memory queries and GPU-holder detection (plugins/module_utils/gpu_memory.py)
-against the real nvidia-smi captures of tests/fixtures/nvidia-smi/ (byte for byte)."""
+against the real nvidia-smi captures of lab/fixtures/nvidia-smi/ (byte for byte)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[4]
 from ansible_collections.eagle3.extraction.plugins.module_utils import gpu_memory, procfs
 from ansible_collections.eagle3.extraction.plugins.module_utils.nvidia_smi_runner import NvidiaSmi
 
-CAPTURES = REPO / 'tests' / 'fixtures' / 'nvidia-smi'
+CAPTURES = REPO / 'lab' / 'fixtures' / 'nvidia-smi'
 H200 = CAPTURES / 'h200x2'
 PROC_FIXTURES = REPO / 'tests' / 'unit' / 'fixtures' / 'proc'
 

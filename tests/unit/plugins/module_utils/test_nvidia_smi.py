@@ -1,6 +1,6 @@
 """The nvidia-smi parsers (plugins/module_utils/nvidia_smi.py) against every real capture.
 
-tests/fixtures/nvidia-smi/ holds real nvidia-smi output from a 2 x H200 machine and the
+lab/fixtures/nvidia-smi/ holds real nvidia-smi output from a 2 x H200 machine and the
 failures seen in public reports, byte for byte (see the INDEX.md files there). Every file
 there is read by at least one test below; test_every_fixture_file_is_used fails when a new
 capture arrives without a test. Captures that are not nvidia-smi output (fuser, /proc,
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[4]
-FIXTURES = REPO / 'tests' / 'fixtures' / 'nvidia-smi'
+FIXTURES = REPO / 'lab' / 'fixtures' / 'nvidia-smi'
 
 from ansible_collections.eagle3.extraction.plugins.module_utils import nvidia_smi
 

@@ -1,4 +1,4 @@
-"""gpu_facts in-process against the nvidia-smi stand-in (tests/standins/nvidia_smi): the facts of
+"""gpu_facts in-process against the nvidia-smi stand-in (lab/standins/nvidia_smi): the facts of
 a healthy driver, the cause of a broken one, and a wedged driver whose nvidia-smi never answers,
 which must fail in bounded time naming the command and the timeout."""
 
@@ -11,7 +11,7 @@ import pytest
 from ansible_collections.eagle3.extraction.plugins.modules import gpu_facts
 
 REPO = Path(__file__).resolve().parents[4]
-STANDIN = REPO / 'tests' / 'standins' / 'nvidia_smi' / 'nvidia-smi'
+STANDIN = REPO / 'lab' / 'standins' / 'nvidia_smi' / 'nvidia-smi'
 
 
 @pytest.fixture
@@ -21,7 +21,7 @@ def standin(tmp_path, monkeypatch):
     conf.write_text('')
     monkeypatch.setenv('NVIDIA_SMI_STANDIN_CONF', str(conf))
     monkeypatch.setenv('NVIDIA_SMI_STANDIN_STATE', str(tmp_path / 'state.json'))
-    monkeypatch.setenv('NVIDIA_SMI_STANDIN_DATA', str(REPO / 'tests' / 'fixtures' / 'nvidia-smi'))
+    monkeypatch.setenv('NVIDIA_SMI_STANDIN_DATA', str(REPO / 'lab' / 'fixtures' / 'nvidia-smi'))
 
     def set_mode(mode):
         conf.write_text('mode=%s\n' % mode)

@@ -1,5 +1,5 @@
 """server_host_facts: the model dir's files and shards, the dump dir's filesystem, against
-real directories (the shards of tests/fixtures/model) and a written mountinfo."""
+real directories (the shards of lab/fixtures/model) and a written mountinfo."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.eagle3.extraction.plugins.modules import server_host_facts
 
-FIXTURE_MODEL = Path(__file__).resolve().parents[3] / 'fixtures' / 'model'
+FIXTURE_MODEL = Path(__file__).resolve().parents[4] / 'lab' / 'fixtures' / 'model'
 SHARDS = ['model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors']
 
 

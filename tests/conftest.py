@@ -1,0 +1,65 @@
+"""Shared by every suite under tests/ (tests/README.md maps them).
+
+The suites run in two virtualenvs: the controller's .venv (ansible-core, ansible-runner:
+lab/bootstrap/venv.sh) and the torch venv (CPU torch for Python 3.11, aiohttp, the job's
+package: lab/bootstrap/torch-venv.sh). Each venv lacks what the other's suites import, so a
+suite is left out where its libraries are missing, and says so in the report's header: any set
+of suites runs in one invocation, and the venv picks the ones it can run.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+# the suites of the torch venv (`make pytest-torch`); every other suite is the controller's
+TORCH_SUITES = ('capture', 'job')
+TORCH_NEEDS = ('torch', 'aiohttp')
+CONTROLLER_NEEDS = ('ansible', 'ansible_runner')
+
+
+@functools.cache
+def _missing(modules):
+    return [name for name in modules if importlib.util.find_spec(name) is None]
+
+
+def _suite(path):
+    """The suite folder a path lies in (tests/<suite>/...), or None outside one."""
+    try:
+        parts = Path(path).resolve().relative_to(TESTS).parts
+    except ValueError:
+        return None
+    return parts[0] if parts and (TESTS / parts[0]).is_dir() else None
+
+
+def _left_out(suite):
+    """What this venv lacks to run the suite (empty when it runs here)."""
+    if suite is None:
+        return []
+    return _missing(TORCH_NEEDS if suite in TORCH_SUITES else CONTROLLER_NEEDS)
+
+
+def pytest_ignore_collect(collection_path, config):  # pylint: disable=unused-argument
+    if _left_out(_suite(collection_path)):
+        return True
+    return None  # pytest's own rules decide
+
+
+def pytest_report_header(config):  # pylint: disable=unused-argument
+    lines = []
+    for suite in sorted(p.name for p in TESTS.iterdir() if p.is_dir() and any(p.glob('**/test_*.py'))):
+        missing = _left_out(suite)
+        if missing:
+            lines.append('tests/%s left out: no %s in this venv' % (suite, ', '.join(missing)))
+    return lines
+
+
+def pytest_collection_modifyitems(items):
+    """The torch suites' tests carry the `torch` marker (pytest.ini), so that `-m` selects them."""
+    for item in items:
+        if _suite(item.path) in TORCH_SUITES:
+            item.add_marker(pytest.mark.torch)
