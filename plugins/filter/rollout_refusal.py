@@ -13,10 +13,10 @@ version_added: 0.1.0
 author: eagle3.extraction maintainers (@eagle3)
 description:
   - The first of these, as a message for the rollout table; V('') when none holds.
-  - The inventory check did not run (O(inventory_checked) false): C(--limit) leaves out localhost, where the inventory
-    check and the table run. Nothing was changed; the message says how to name localhost and the hypervisor.
+  - The inventory check did not run (O(inventory_checked=false)), because C(--limit) leaves out localhost, where the
+    inventory check and the table run. Nothing was changed; the message says how to name localhost and the hypervisor.
   - The hypervisor is not in this run (O(_input) null), did not answer (unreachable), or C(pct list) failed on it
-    (M(eagle3.extraction.pct_list)'s result without C(running)): the message names the hypervisor and the cause.
+    (M(eagle3.extraction.pct_list)'s result without C(running)). The message names the hypervisor and the cause.
 positional: _input
 options:
   _input:
