@@ -48,12 +48,15 @@ class ActionModule(ControllerCheck):
         return result
 
     def _connection_errors(self, values, task_vars):
-        """How the container is reached (its connection, ansible_host, proxmox_vmid) against its node and vmid:
-        the container's role, the first to run on it, checks it as inventory_check does."""
+        """That the node is a host of the inventory, and how the container is reached (its connection, ansible_host,
+        proxmox_vmid) against its node and vmid: the container's role, the first to run on it, checks it as
+        inventory_check does."""
         node = values.get('proxmox_container_node')
         hostvars = task_vars.get('hostvars', {})
         if not isinstance(node, str) or node not in hostvars:
-            return []   # the role's next task names it
+            # the inventory, not a value: the role's tasks run on the node
+            return ['%s: proxmox_container_node=%r is not a host of the inventory; set it to the inventory name of the '
+                    "container's Proxmox node." % (task_vars['inventory_hostname'], node)]
         seen = dict(values)
         for key in CONNECTION_READ:
             if key in task_vars:

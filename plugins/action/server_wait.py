@@ -10,6 +10,10 @@ posts the look on a board in the run's local temporary directory, which every wo
 shares (ansible-playbook's forks); between steps each node reads the others' looks. The linear
 strategy starts every node of the server on this task together (they are in one batch: a server
 restarts as a whole).
+
+With start=true the wait begins with the start itself (the unit's failed state cleared first when
+reset_failed says so, then ansible.builtin.systemd_service enables and starts it), so that a role's
+run step is one task.
 """
 
 from __future__ import annotations
@@ -36,8 +40,12 @@ ARGUMENT_SPEC = {
     'step': {'type': 'int', 'default': 60},
     'server': {'type': 'str', 'default': ''},
     'nodes': {'type': 'list', 'elements': 'str', 'default': []},
+    'start': {'type': 'bool', 'default': False},
+    'reset_failed': {'type': 'bool', 'default': False},
 }
 HEALTH = 'eagle3.extraction.server_health'
+# systemctl reset-failed may take this long
+RESET_TIMEOUT = 60
 
 
 class ActionModule(ActionBase):
@@ -58,10 +66,15 @@ class ActionModule(ActionBase):
         if not 1 <= args['step'] <= 3600 or not 0 <= args['timeout'] <= 86400:
             return dict(result, failed=True, msg='server_wait: step must be 1 to 3600 s and timeout 0 to 86400 s')
         look_args = dict((name, args[name]) for name in ('unit', 'url', 'log_file', 'log_offset', 'restarts_before'))
+        started = {'changed': False}
+        if args['start']:
+            started = self._start(args['unit'], args['reset_failed'], task_vars)
+            if started.get('failed') or started.get('unreachable'):
+                return dict(result, **started)
         if self._task.check_mode:
             # nothing was started: one look, and no verdict
             mine = self._look(look_args, 0, task_vars)
-            return dict(result, **dict(mine, changed=False, waited=0, died=[], nodes={}))
+            return dict(result, **dict(mine, changed=started['changed'], waited=0, died=[], nodes={}))
         # one board per wait and server: the task's id is the same on every node of this run's task
         board = Board(os.path.join(C.DEFAULT_LOCAL_TMP, 'server_wait', self._task._uuid, args['server'] or node))
         waited, state, died = 0, 'starting', []
@@ -81,12 +94,32 @@ class ActionModule(ActionBase):
                 display.display('%s: %s' % (node, progress_line(mine, waited, args['timeout'])))
         looks = board.read(nodes)
         looks[node] = mine
-        result.update(mine, changed=False, state=state, waited=waited, died=died, nodes=looks)
+        result.update(mine, changed=started['changed'], state=state, waited=waited, died=died, nodes=looks)
         result.pop('failed', None)
         if state != 'ready':
             result.update(failed=True, msg=failure_message(state, died, looks, args['server'] or node, nodes,
                                                            args['timeout']))
         return result
+
+    def _start(self, unit, reset_failed, task_vars):
+        """Clear the unit's failed state (systemd refuses to start a unit that hit its start limit) when
+        ``reset_failed``, then enable and start it: {'changed': ...}, or the failed step's result."""
+        changed = False
+        if reset_failed and not self._task.check_mode:
+            cleared = self._execute_module(
+                module_name='ansible.builtin.command',
+                module_args={'argv': ['timeout', str(RESET_TIMEOUT), 'systemctl', 'reset-failed', unit]},
+                task_vars=task_vars)
+            if cleared.get('failed') or cleared.get('unreachable'):
+                cleared.setdefault('msg', 'systemctl reset-failed %s failed' % unit)
+                return cleared
+            changed = True
+        started = self._execute_module(module_name='ansible.builtin.systemd_service',
+                                       module_args={'name': unit, 'state': 'started', 'enabled': True},
+                                       task_vars=task_vars)
+        if started.get('failed') or started.get('unreachable'):
+            return started
+        return {'changed': changed or bool(started.get('changed'))}
 
     def _look(self, look_args, seconds, task_vars):
         """server_health on this node: its unit and the server's /health, for up to ``seconds``."""

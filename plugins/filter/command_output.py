@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.eagle3.extraction.plugins.module_utils.nvidia_devices import parse_proc_devices
+
 
 def _text(value, name):
     if isinstance(value, bytes):
@@ -38,19 +40,7 @@ def systemd_unit_names(stdout):
 def proc_devices(text):
     """``/proc/devices`` as ``{'character': {name: major}, 'block': {name: major}}``; a name listed twice
     keeps its first major. Lines that are not ``<major> <name>`` are skipped."""
-    found = {'character': {}, 'block': {}}
-    section = None
-    for line in _text(text, 'proc_devices').splitlines():
-        stripped = line.strip()
-        if stripped == 'Character devices:':
-            section = 'character'
-        elif stripped == 'Block devices:':
-            section = 'block'
-        elif section:
-            words = stripped.split()
-            if len(words) == 2 and words[0].isdigit():
-                found[section].setdefault(words[1], int(words[0]))
-    return found
+    return parse_proc_devices(_text(text, 'proc_devices'))
 
 
 def last_line(text):

@@ -45,8 +45,16 @@ options:
       - Fail when a module of O(modules) cannot be found or a distribution of O(distributions) is not installed,
         naming the interpreter and each module with its reason and each distribution; the message begins with
         O(role) and ends with O(advice).
+      - Fail too when an installed distribution of O(versions) has a version that O(versions) does not list,
+        naming it, its version and the versions listed.
     type: bool
     default: false
+  versions:
+    description:
+      - With O(require), the versions accepted for a distribution of O(distributions), by name (for example
+        C(sglang) with the list C([0.5.23])); a distribution not named here may have any version.
+    type: dict
+    default: {}
   role:
     description:
       - With O(require), the role the message begins with.
@@ -188,6 +196,13 @@ def editable_checkouts():
     return have
 
 
+def unsupported_versions(installed, versions):
+    """``<name> <version>`` of each installed distribution whose version ``versions`` ({name: [version]}) does
+    not list."""
+    return ['%s %s' % (name, version) for name, version in sorted(installed.items())
+            if version is not None and name in versions and version not in [str(v) for v in versions[name]]]
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -197,6 +212,7 @@ def main():
             require=dict(type='bool', default=False),
             role=dict(type='str', default=''),
             advice=dict(type='str', default=''),
+            versions=dict(type='dict', default={}),
         ),
         supports_check_mode=True,
     )
@@ -223,11 +239,17 @@ def main():
     )
     absent = ['no distribution named %s is installed' % name
               for name, version in result['distributions'].items() if version is None]
+    role = params['role'] + ': ' if params['role'] else ''
+    advice = ' ' + params['advice'] if params['advice'] else ''
     if params['require'] and (result['modules_missing'] or absent):
         module.fail_json(msg='%s%s cannot find %s.%s' % (
-            params['role'] + ': ' if params['role'] else '', sys.executable,
-            '; '.join(result['modules_missing'] + absent), ' ' + params['advice'] if params['advice'] else ''),
-            **result)
+            role, sys.executable, '; '.join(result['modules_missing'] + absent), advice), **result)
+    unsupported = unsupported_versions(result['distributions'], params['versions'])
+    if params['require'] and unsupported:
+        module.fail_json(msg='%s%s (%s) is not supported; supported versions: %s.%s' % (
+            role, '; '.join(unsupported), sys.executable,
+            '; '.join('%s %s' % (name, ', '.join(str(v) for v in params['versions'][name]))
+                      for name in sorted(params['versions'])), advice), **result)
     module.exit_json(**result)
 
 

@@ -23,7 +23,10 @@ description:
     (RV(state=died), on every node, naming the first node that died, its cause and its last log lines) or when
     O(timeout) is spent (RV(state=starting)). It fails unless the server is ready.
   - Rank 0 (the first of O(nodes)) prints a progress line after each step, with the newest log line.
-  - In check mode it looks once and does not wait or fail. Changes nothing.
+  - With O(start=true) it first enables and starts the unit (M(ansible.builtin.systemd_service)), after clearing its
+    failed state (C(systemctl reset-failed), which systemd needs to start a unit that hit its start limit) when
+    O(reset_failed=true); RV(changed) says whether it did anything. Otherwise it changes nothing.
+  - In check mode it reports what the start would change, looks once and does not wait or fail.
 options:
   unit:
     description: This node's systemd unit, with its suffix.
@@ -62,14 +65,33 @@ options:
     type: list
     elements: str
     default: []
+  start:
+    description: Enable and start the unit before the wait.
+    type: bool
+    default: false
+  reset_failed:
+    description: With O(start=true), clear the unit's failed state before the start (the unit failed before).
+    type: bool
+    default: false
 extends_documentation_fragment:
   - eagle3.extraction.attributes
 seealso:
   - module: eagle3.extraction.server_health
+  - module: ansible.builtin.systemd_service
   - module: ansible.builtin.wait_for
 """
 
 EXAMPLES = r"""
+- name: Start the unit and wait for /health on this node alone
+  eagle3.extraction.server_wait:
+    unit: sglang-extraction.service
+    url: http://127.0.0.1:30000/health
+    start: true
+    reset_failed: "{{ before.active_state == 'failed' }}"
+    log_offset: "{{ before.log_size }}"
+    restarts_before: "{{ before.restarts }}"
+    timeout: 3600
+
 - name: Wait for /health on every node of the server, 10 s a step
   eagle3.extraction.server_wait:
     unit: sglang-extraction.service
@@ -84,6 +106,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+changed:
+  description: Whether O(start=true) cleared the failed state or started or enabled the unit.
+  returned: always
+  type: bool
 state:
   description: V(ready), V(died) (a node of the server died) or V(starting) (the timeout was spent).
   returned: always

@@ -164,11 +164,13 @@ def test_a_limit_that_leaves_out_localhost_or_the_hypervisor_says_what_to_add(sc
     assert scenario['limit_rc'] != 0
     # (the dataset play before it reads the stopped container and leaves it out: unreachable, ignored)
     refused = [msg for msg in scenario['limit_failures'] if "--limit (ct4) leaves out localhost" in msg]
-    assert len(refused) == 1, scenario['limit_failures']
+    # the check that refuses it, then the host's failure that names the check
+    assert len(refused) == 2 and refused[1].startswith("ct4 failed in 'Check that the hypervisor answered and the "
+                                                       "inventory check ran': "), scenario['limit_failures']
     assert "--limit 'ct4,pve2,localhost'" in refused[0]
     # refused before anything changed: the stopped container was not started
     assert scenario['limit_status'] == 'status: stopped'
     assert scenario['no_node_rc'] != 0
     # its only host failed, so the run ends there (no table): the failure names the hypervisor to add
-    assert "ct4 failed in 'Check that the hypervisor answered': hypervisor pve2 is unreachable: it is not in this " \
+    assert "ct4 failed in 'Check that the hypervisor answered and the inventory check ran': hypervisor pve2 is unreachable: it is not in this " \
         "run: name it in --limit beside its containers" in scenario['no_node_failures'], scenario['no_node_failures']

@@ -321,7 +321,7 @@ def test_unreachable_hypervisor_fails_only_its_container(tmp_path, state):
     rows, summary = result.table()
     assert rows['ct4'][5] == 'FAILED'
     assert summary[0] == '3 of 4 servers healthy'
-    assert summary[1].startswith('FAILED ct4: failed in Check that the hypervisor answered: '
+    assert summary[1].startswith('FAILED ct4: failed in Check that the hypervisor answered and the inventory check ran: '
                                  'hypervisor pve3 is unreachable: '), summary
 
 

@@ -57,9 +57,9 @@ def test_sglang_server_run_selects_the_run_tasks_and_no_other_role_step():
     roles = set(role for role, dummy in chosen)
     assert roles == {'sglang_server'}, out
     names = [task for dummy, task in chosen]
-    # the run step itself: the start, the wait, the published address
-    for task in ('Enable and start the unit',
-                 'Wait for /health to answer 200 on every node of the server, or fail with the node and cause',
+    # the run step itself: the start and the wait (one task), the published address
+    for task in ('Wait for /health to answer 200 on every node of the server, or fail with the node and cause '
+                 '(after enabling and starting the unit)',
                  'Publish what runs, for later plays (extract.yml fingerprints it)'):
         assert task in names, out
     # not the other steps of sglang_server

@@ -130,6 +130,8 @@ def role_verdict(case):
     task_vars = dict(DEFAULTS[role], **BASE)
     task_vars.update(proxmox_container_vmid=VMID_BASE)
     task_vars.update(case)
+    # the play's inventory: the node is a host of it (the role checks that too)
+    task_vars.update(inventory_hostname=host_name(0), hostvars={'pve1': {}})
     result = run_action(role_input_check, {'role': role}, task_vars)
     return result.get('errors', []) if result.get('failed') else []
 
@@ -155,7 +157,8 @@ def test_the_base_container_passes_both():
     assert not result.get('failed'), result['msg']
     for role in role_inputs.ROLES:
         assert not run_action(role_input_check, {'role': role},
-                              dict(DEFAULTS[role], proxmox_container_vmid=VMID_BASE, **BASE)).get('failed')
+                              dict(DEFAULTS[role], proxmox_container_vmid=VMID_BASE, inventory_hostname=host_name(0),
+                                   hostvars={'pve1': {}}, **BASE)).get('failed')
 
 
 def test_a_bad_value_is_refused_by_both_naming_it():

@@ -34,6 +34,8 @@ CASES = [
      'proxmox_vmid=103 is not proxmox_container_vmid=104'),
     ("the container's address", {'ansible_connection': PCT, 'ansible_host': '10.0.0.104', 'proxmox_vmid': 104},
      "ansible_host='10.0.0.104' is not the address of its hypervisor pve1"),
+    ('a node that is not in the inventory', {'proxmox_container_node': 'pve9'},
+     "proxmox_container_node='pve9' is not a host of the"),
 ]
 
 

@@ -108,7 +108,7 @@ CASE_TASKS = r"""
 
     - name: Record the devices and the plan
       ansible.builtin.set_fact:
-        record: "{{ record | combine({case.name: {'devices': __proxmox_container_devices,
+        record: "{{ record | combine({case.name: {'devices': __proxmox_container_nodes.devices,
                   'set': __proxmox_container_plan.changes.set}}) }}"
       tags: [always]
   rescue:

@@ -27,9 +27,11 @@ def board_dir(tmp_path, monkeypatch):
     return tmp_path
 
 
-def action(args, looks, host='ct1', check_mode=False, between=None):
+def action(args, looks, host='ct1', check_mode=False, between=None, others=None, plugins=None):
     """A server_wait on ``host`` whose server_health answers ``looks`` one per step; ``between(n)`` runs
-    after the n-th look (another node posting)."""
+    after the n-th look (another node posting); ``others``: {module: result} of the start's modules, whose
+    calls are appended to ``plugins`` (a list) when given."""
+    others = others or {}
     task = mock.MagicMock()
     task.args = dict({'unit': 'sglang-extraction.service', 'url': 'http://10.0.0.1:30000/health',
                       'log_file': '/var/log/sglang/x.log', 'timeout': 60}, **args)
@@ -39,8 +41,12 @@ def action(args, looks, host='ct1', check_mode=False, between=None):
     plugin = server_wait.ActionModule(task, mock.MagicMock(), mock.MagicMock(), loader=None, templar=None,
                                       shared_loader_obj=None)
     calls = []
+    plugin.others = []
 
     def execute(module_name, module_args, task_vars):
+        if module_name != server_wait.HEALTH:
+            plugin.others.append((module_name, module_args))
+            return dict(others.get(module_name, {'changed': False}))
         calls.append(module_args['timeout'])
         answer = looks[min(len(calls), len(looks)) - 1]
         if between:
@@ -50,6 +56,8 @@ def action(args, looks, host='ct1', check_mode=False, between=None):
     plugin._execute_module = execute
     with mock.patch.object(server_wait.ActionBase, 'run', return_value={}):
         result = plugin.run(task_vars={'inventory_hostname': host})
+    if plugins is not None:
+        plugins.extend(plugin.others)
     return result, calls
 
 
@@ -131,3 +139,34 @@ def test_a_failed_look_is_returned_as_it_is(board_dir):
 def test_an_unreachable_node_ends_its_wait_at_once(board_dir):
     result, calls = action(DUO, [{'unreachable': True, 'msg': 'Failed to connect to the host via ssh'}])
     assert result['unreachable'] and 'ssh' in result['msg'] and calls == [10]
+
+
+def test_start_clears_a_failed_unit_then_enables_and_starts_it_before_the_wait(board_dir):
+    started = []
+    result, calls = action({'start': True, 'reset_failed': True}, [look('ready', 200)],
+                           others={'ansible.builtin.systemd_service': {'changed': True}}, plugins=started)
+    assert [name for name, dummy in started] == ['ansible.builtin.command', 'ansible.builtin.systemd_service']
+    assert started[0][1]['argv'][-2:] == ['reset-failed', 'sglang-extraction.service']
+    assert started[1][1] == {'name': 'sglang-extraction.service', 'state': 'started', 'enabled': True}
+    assert result['state'] == 'ready' and result['changed'] is True and calls == [60]
+
+
+def test_start_of_a_running_unit_changes_nothing(board_dir):
+    started = []
+    result, dummy = action({'start': True}, [look('ready', 200)], plugins=started)
+    assert [name for name, dummy in started] == ['ansible.builtin.systemd_service']
+    assert result['changed'] is False and not result.get('failed')
+
+
+def test_a_start_that_fails_is_returned_without_a_wait(board_dir):
+    result, calls = action({'start': True}, [look('ready', 200)], others={
+        'ansible.builtin.systemd_service': {'failed': True, 'msg': 'Unit sglang-extraction.service not found.'}})
+    assert result['failed'] and 'not found' in result['msg'] and calls == []
+
+
+def test_check_mode_reports_the_start_and_does_not_clear(board_dir):
+    started = []
+    result, calls = action({'start': True, 'reset_failed': True}, [look()], check_mode=True,
+                           others={'ansible.builtin.systemd_service': {'changed': True}}, plugins=started)
+    assert [name for name, dummy in started] == ['ansible.builtin.systemd_service']
+    assert result['changed'] is True and calls == [0] and not result.get('failed')

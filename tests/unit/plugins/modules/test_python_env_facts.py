@@ -97,3 +97,15 @@ def test_lists_checkouts_not_installed_editable(site, capsys):
 def test_bad_names_are_refused(args, says, capsys):
     result = run(args, capsys)
     assert result['failed'] and result['msg'].startswith(says)
+
+
+def test_a_version_not_listed_fails_naming_it_and_the_listed_ones(run_module):
+    import pip
+    args = {'distributions': ['pip'], 'versions': {'pip': ['0.0.1', '0.0.2']}, 'require': True, 'role': 'sglang_patch',
+            'advice': 'Install a supported one.'}
+    result = run_module(python_env_facts, args)
+    assert result['failed'] and result['distributions']['pip'] == pip.__version__
+    assert result['msg'].startswith('sglang_patch: pip %s (' % pip.__version__)
+    assert 'is not supported; supported versions: pip 0.0.1, 0.0.2. Install a supported one.' in result['msg']
+    assert not run_module(python_env_facts, dict(args, versions={'pip': [pip.__version__]})).get('failed')
+    assert not run_module(python_env_facts, dict(args, require=False)).get('failed')
