@@ -22,6 +22,7 @@ Each check returns messages that name the host, the variable and its value; secr
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import re
@@ -34,12 +35,12 @@ from ansible_collections.eagle3.extraction.plugins.filter.sglang_server_unit imp
     bad_character, sglang_server_config, systemd_environment)
 from ansible_collections.eagle3.extraction.plugins.module_utils.pct import SHM_SIZE_RE
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import servers
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import COLLECTION, role_options
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import VMID_MAX, VMID_MIN, inventory_int, show
 from ansible_collections.eagle3.extraction.plugins.modules.pct_container import (
     HOSTNAME_RE, OSTEMPLATE_RE, SSH_KEY_RE, STORAGE_RE)
 
 ROLES = ('proxmox_container', 'gpu_check', 'ml_env', 'sglang_patch', 'sglang_server', 'extraction_job')
-COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Directories a venv, a dump dir or a log must not be (nor the parent of a removed tree).
 SYSTEM_DIRS = frozenset([
@@ -476,14 +477,9 @@ MESSAGE_RULES = frozenset(RULES[name].check for name in (
 
 
 def load_specs(collection=COLLECTION):
-    """{role: options of its main entry point}, from each role's meta/argument_specs.yml."""
-    import yaml  # pylint: disable=import-outside-toplevel
-
-    specs = {}
-    for role in ROLES:
-        with open(os.path.join(collection, 'roles', role, 'meta', 'argument_specs.yml')) as f:
-            specs[role] = yaml.safe_load(f)['argument_specs']['main']['options']
-    return specs
+    """{role: options of its main entry point}, from each role's meta/argument_specs.yml (spec_defaults.py reads
+    them), each a copy of its own."""
+    return dict((role, copy.deepcopy(role_options(role, collection))) for role in ROLES)
 
 
 def _control_errors(name, value, secret):

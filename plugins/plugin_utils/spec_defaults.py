@@ -16,13 +16,21 @@ COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__f
 _SPECS = {}
 
 
-def spec_defaults(role, names, collection=COLLECTION):
-    """{name: default} of the role's main entry point, for each of names."""
+def role_options(role, collection=COLLECTION):
+    """The options of the role's main entry point, as its meta/argument_specs.yml states them: read once a
+    process (libyaml's loader when PyYAML has it: every task runs in a fresh worker, which reads them again).
+    Shared: a caller that changes them copies them first."""
     key = (collection, role)
     if key not in _SPECS:
         import yaml  # pylint: disable=import-outside-toplevel
 
+        loader = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
         with open(os.path.join(collection, 'roles', role, 'meta', 'argument_specs.yml'), encoding='utf-8') as f:
-            _SPECS[key] = yaml.safe_load(f)['argument_specs']['main']['options']
-    options = _SPECS[key]
+            _SPECS[key] = yaml.load(f, Loader=loader)['argument_specs']['main']['options']  # a safe loader, C or Python
+    return _SPECS[key]
+
+
+def spec_defaults(role, names, collection=COLLECTION):
+    """{name: default} of the role's main entry point, for each of names."""
+    options = role_options(role, collection)
     return dict((name, options[name].get('default')) for name in names)

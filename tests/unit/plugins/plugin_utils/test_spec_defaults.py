@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import COLLECTION, spec_defaults
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import load_specs
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import COLLECTION, role_options, spec_defaults
 
 
 @pytest.mark.parametrize('role, names', [
@@ -22,3 +23,11 @@ def test_the_specs_defaults_are_the_roles(role, names):
 def test_an_unknown_option_is_a_key_error():
     with pytest.raises(KeyError):
         spec_defaults('ml_env', ('ml_env_no_such_option',))
+
+
+def test_the_specs_are_read_once_and_each_caller_of_load_specs_gets_its_own_copy():
+    assert role_options('sglang_server') is role_options('sglang_server')
+    specs = load_specs()
+    specs['sglang_server']['sglang_server_port']['default'] = 1
+    assert spec_defaults('sglang_server', ('sglang_server_port',)) == {'sglang_server_port': 8000}
+    assert load_specs()['sglang_server']['sglang_server_port']['default'] == 8000
