@@ -20,8 +20,8 @@ def test_one_node_that_must_restart_restarts_them_all():
 
 def test_no_node_must_restart():
     # set_fact may leave the rule's value as a string: 'False' is false
-    assert sglang_server_restart(['a', 'b'], {'a': node(False), 'b': node('False')}) == {'missing': [],
-                                                                                        'restart': False}
+    found = sglang_server_restart(['a', 'b'], {'a': node(False), 'b': node('False')})
+    assert found == {'missing': [], 'restart': False}
 
 
 def test_the_nodes_that_did_not_reach_the_start_are_named_in_rank_order():
