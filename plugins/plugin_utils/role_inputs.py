@@ -201,6 +201,14 @@ def _filter(function, *args):
     return check
 
 
+def _env_over_defaults(env):
+    """sglang_server_env as the unit will hold it over the defaults: a null value drops a default (the plan
+    leaves it out), every other value is rendered as an Environment= line."""
+    if isinstance(env, dict):
+        env = dict((name, value) for name, value in env.items() if value is not None)
+    return systemd_environment(env)
+
+
 def _fraction(value):
     """value as a number when it is one (or a decimal string), else None."""
     if isinstance(value, bool):
@@ -308,7 +316,7 @@ RULES = {
     'sglang_server_shm_min_free_gib': _number(0, 1048576, 'GiB'),
     'sglang_server_stale_shm_patterns': _each(_pattern(SHM_PATTERN, 'a segment name prefix with an optional * at '
                                                                     'the end (nccl-*)')),
-    'sglang_server_env': Rule(_filter(systemd_environment), 'NAME: value'),
+    'sglang_server_env': Rule(_filter(_env_over_defaults), 'NAME: value (null drops a default)'),
     'sglang_server_api_key': Rule(_api_key, 'a string on one line'),
     'sglang_server_config_file': _path(suffixes=('.yaml', '.yml'), what='an absolute .yaml path'),
     'sglang_server_log_file': _path(),

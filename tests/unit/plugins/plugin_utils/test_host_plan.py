@@ -25,7 +25,7 @@ FLEET = {
             'sglang_server_tp_size': 8, 'sglang_server_interconnect': 'pcie'},
     'ct2': {'ansible_host': '10.0.0.2', 'sglang_server_name': 'alpha', 'sglang_server_tp_size': 4,
             'sglang_server_interconnect': 'nvlink', 'sglang_server_socket_ifname': 'eth1',
-            'sglang_server_env': {'NCCL_DEBUG': 'INFO'}},
+            'sglang_server_env': {'NCCL_DEBUG': 'INFO', 'SGL_FORCE_SHUTDOWN': None}},
     'ct3': {'ansible_host': '10.0.0.3', 'sglang_server_name': 'duo', 'sglang_server_node_rank': 1,
             'sglang_server_host': '0.0.0.0', 'sglang_server_port': 8100, 'sglang_server_tp_size': 16,
             'sglang_server_interconnect': 'nvlink'},
@@ -56,10 +56,10 @@ def test_the_environment():
     assert plan(FLEET, 'ct1')['server']['environment'] == dict(
         NCCL_PCIE, SGLANG_HS_DUMP_DIR='/dev/shm/sglang_hs', SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN='1',
         SGL_FORCE_SHUTDOWN='1')
-    # no PCIe values on NVLink; the socket interface for NCCL and Gloo; sglang_server_env over them
+    # no PCIe values on NVLink; the socket interface for NCCL and Gloo; sglang_server_env over them, null drops one
     assert plan(FLEET, 'ct2')['server']['environment'] == {
         'SGLANG_HS_DUMP_DIR': '/dev/shm/sglang_hs', 'SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN': '1',
-        'SGL_FORCE_SHUTDOWN': '1', 'NCCL_SOCKET_IFNAME': 'eth1', 'GLOO_SOCKET_IFNAME': 'eth1', 'NCCL_DEBUG': 'INFO'}
+        'NCCL_SOCKET_IFNAME': 'eth1', 'GLOO_SOCKET_IFNAME': 'eth1', 'NCCL_DEBUG': 'INFO'}
     assert plan(FLEET, 'ct4')['server']['environment']['SGLANG_HS_DUMP_DIR'] == '/dev/shm/duo'
     assert plan({'ct9': {}}, 'ct9')['server']['environment'] is None
 

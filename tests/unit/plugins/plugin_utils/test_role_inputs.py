@@ -78,7 +78,7 @@ BAD = {
     'sglang_server_undrained_dumps': ['delete', 'MOVE', ''],
     'sglang_server_stale_shm_patterns': [['*'], ['*nccl'], [''], ['nccl-*-*'], ['../x*'], ['a*b'], ['nccl-*\n']],
     'sglang_server_interconnect': ['infiniband', 'NVLink', ''],
-    'sglang_server_env': [{'A': 'x\ny'}, {'1A': 'x'}, {'A B': 'x'}, {'A': ['x']}, {'A': None}],
+    'sglang_server_env': [{'A': 'x\ny'}, {'1A': 'x'}, {'A B': 'x'}, {'A': ['x']}, {'A': {'B': 1}}],
     'sglang_server_api_key': [KEY + '\n', 'sk\r', ' ' + KEY, KEY + ' ', 12345, ['sk'], {'k': 'v'}, 'sk\x00x'],
     'sglang_server_config_file': ['/etc/sglang/x.conf', 'x.yaml', '/etc/sglang', '/etc/sglang/x.yaml\n'],
     'sglang_server_log_file': ['sglang.log', '/var/log', '/var/log/x.log\n'],
@@ -174,7 +174,8 @@ GOOD = {
     'sglang_server_api_key': ['', KEY, 'key with inner spaces'],
     'sglang_server_flags': [{'mem-fraction-static': 0.88, 'disable-prefill-cuda-graph': True, 'cuda-graph-bs': [1, 2]},
                             {'tp-size': 8, 'mem-fraction-static': '0.8'}, {'mem-fraction-static': ''}],
-    'sglang_server_env': [{'NCCL_PROTO': 'LL', 'N': 16}],
+    # a null value drops a default (the argument spec says so)
+    'sglang_server_env': [{'NCCL_PROTO': 'LL', 'N': 16}, {'SGL_FORCE_SHUTDOWN': None}],
     'sglang_server_name': ['', 'kimi-k2.5', 'duo_1'],
     'sglang_server_node_rank': [0, 1, '3'],
     'sglang_server_socket_ifname': ['', 'eth0', 'eth0,eth1', '=ib0', '^docker,lo', 'enp65s0f0'],
