@@ -50,8 +50,9 @@ def test_every_host_gets_the_address_its_server_will_have(tmp_path):
         'rank1': container(105, '10.0.0.5', sglang_server_node_rank=1, **node),
     })
     assert not result.get('failed'), result.get('msg')
+    addresses = dict((host, plan['server']['address']) for host, plan in result['plans'].items())
     urls = dict((host, (found['port'], found['client_url'], found['controller_url']))
-                for host, found in result['addresses'].items())
+                for host, found in addresses.items())
     assert urls == {
         'moved': (30000, 'http://127.0.0.1:30000', 'http://10.0.0.1:30000'),
         'v6': (30001, 'http://[fd00::5]:30001', 'http://[fd00::5]:30001'),
@@ -64,7 +65,7 @@ def test_every_host_gets_the_address_its_server_will_have(tmp_path):
 def test_a_host_no_address_can_be_made_of_is_refused_once(tmp_path):
     result = check(tmp_path, {'ct1': container(101, '10.0.0.1', sglang_server_flags={'host': 'fd00:::5'}),
                               'ct2': container(102, '10.0.0.2', sglang_server_port=70000)})
-    assert result['failed'] and result['addresses'] == {}
+    assert result['failed'] and result['plans'] == {}
     # the port rule names ct2 (once); ct1's host passes the character rule and is refused by the address
     assert [error for error in result['errors'] if '70000' in error] == [
         'ct2: sglang_server_port=70000 is out of range; give a number from 1 to 65535'], result['errors']
