@@ -4,16 +4,27 @@
 """converged_state's controller half: with mode=check, the fingerprint of the host's inputs (its
 variables of the roles inputs_from names, and this collection's files, which only the controller
 has) is computed here and handed to the module, which compares it on the host with the stamp. With
-compare=false (extract_force, a container that is not running) the host is not contacted."""
+compare=false (extract_force) the host is not contacted.
+
+With node (a container's hypervisor, vmid its ID), the check waits for that hypervisor's pct_list
+answer in the same play (posted on the play's board by pct_list's action plugin): a container that
+does not run, or whose hypervisor did not answer, is not contacted (a stopped container can hang an
+SSH session that a connection kept open from an earlier run still holds); one that runs is compared,
+its configuration fingerprint as pct_list read it expected in the stamp. While the hypervisor answers,
+this worker has already computed the inputs."""
 
 from __future__ import annotations
 
+from ansible import constants as C
 from ansible.errors import AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.board import PCT_LIST, play_board
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.converged_inputs import (
-    collection_code_sha256, input_names, inputs_sha256)
+    NODE_NOT_IN_PLAY, NOT_COMPARED, collection_code_sha256, input_names, inputs_sha256, listed)
+
+MODULE = 'eagle3.extraction.converged_state'
 
 
 class ActionModule(ActionBase):
@@ -30,17 +41,35 @@ class ActionModule(ActionBase):
                 values[name] = 'unreadable (%s): %r' % (type(exc).__name__, task_vars[name])
         return inputs_sha256(values, collection_code_sha256())
 
+    def not_compared(self, args, task_vars):
+        """Why the host is not compared, or None; the node's fingerprint then goes into args['expect']."""
+        if not boolean(args.get('compare', True), strict=False):
+            return NOT_COMPARED
+        node = args.get('node')
+        if not node:
+            return None
+        if node not in (task_vars.get('ansible_play_hosts_all') or []):
+            return NODE_NOT_IN_PLAY
+        board = play_board(C.DEFAULT_LOCAL_TMP, PCT_LIST, self._task.get_play()._uuid)
+        reason, state = listed(board.wait(node, int(args.get('node_timeout', 180))), int(args.get('vmid')))
+        if reason is None:
+            args['expect'] = dict(args.get('expect') or {}, node=state)
+        return reason
+
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
+        task_vars = task_vars or {}
         args = dict(self._task.args)
         if args.get('mode', 'check') == 'check':
+            if args.get('node') and args.get('vmid') is None:
+                return dict(result, failed=True, msg='converged_state: node=%s needs vmid, the container\'s ID on it'
+                            % args['node'])
             if not args.get('inputs'):
-                args['inputs'] = self.inputs(args.get('inputs_from') or [], task_vars or {})
-            if not boolean(args.get('compare', True), strict=False):
-                result.update(changed=False, converged=False, differs=['not compared'], stamp=None,
-                              inputs=args['inputs'])
+                args['inputs'] = self.inputs(args.get('inputs_from') or [], task_vars)
+            why = self.not_compared(args, task_vars)
+            if why:
+                result.update(changed=False, converged=False, differs=[why], stamp=None, inputs=args['inputs'])
                 return result
-        result.update(self._execute_module(module_name='eagle3.extraction.converged_state', module_args=args,
-                                           task_vars=task_vars))
+        result.update(self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars))
         return result

@@ -14,7 +14,7 @@ from ansible_collections.eagle3.extraction.plugins.plugin_utils.controller_check
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import READ as CONNECTION_READ
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import connection_errors
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
-    cross_host_errors, host_value_errors, load_specs, rollout_errors)
+    cross_host_errors, host_value_errors, inventory_host_errors, load_specs, rollout_errors)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.host_plan import PlanError, plan
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import layout_errors
 
@@ -52,6 +52,7 @@ class ActionModule(ControllerCheck):
                 except AnsibleError as exc:
                     errors.append('%s: %s cannot be read: %s' % (host, name, exc.message))
             errors.extend('%s: %s' % (host, error) for error in host_value_errors(specs, values[host]))
+            errors.extend(inventory_host_errors(host, values[host], hostvars))
         errors.extend(cross_host_errors(values, args['hypervisors']))
         rollout = args['rollout'] or {}
         errors.extend(layout_errors(values, rollout.get('extract_serial', '100%')))
@@ -75,7 +76,7 @@ class ActionModule(ControllerCheck):
 
 def _dataset_hosts(hosts, values, unresolved):
     """The hosts given a dataset (extraction_job_dataset set, or a template not resolved yet): extract.yml's
-    dataset play runs on them alone."""
+    dataset refusal (the play "One dataset for each job") runs on them alone."""
     return [host for host in hosts
             if values[host].get('extraction_job_dataset') or '%s - extraction_job_dataset' % host in unresolved]
 

@@ -12,7 +12,7 @@ from ansible_collections.eagle3.extraction.plugins.plugin_utils.controller_check
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import READ as CONNECTION_READ
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import connection_errors, through_pct
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
-    ACROSS_NAMES, ROLES, across_role_errors, load_specs, required_errors, role_value_errors)
+    ACROSS_NAMES, ROLES, across_role_errors, inventory_host_errors, load_specs, required_errors, role_value_errors)
 
 
 class ActionModule(ControllerCheck):
@@ -36,6 +36,8 @@ class ActionModule(ControllerCheck):
         errors.extend(required_errors(values, [name for name in options if name not in unresolved]))
         errors.extend(role_value_errors(options, values))
         errors.extend(across_role_errors(specs, values, defaults=False))
+        if role == 'gpu_check':
+            errors.extend(inventory_host_errors(task_vars['inventory_hostname'], values, task_vars.get('hostvars', {})))
         if role == 'proxmox_container':
             errors.extend(self._connection_errors(values, task_vars))
             result['through_pct'] = through_pct(task_vars)

@@ -22,7 +22,8 @@ description:
   - With O(mode=check), the action plugin computes O(inputs) on the controller, when it is not given - one sha256 over
     the host's variables of the roles O(inputs_from) names (as templated, before any role ran) and over this
     collection's playbooks, roles and plugins (a new version of the collection is a new input) - and returns it
-    as RV(inputs). With O(compare=false) it returns RV(inputs) and C(converged=false) without contacting the host.
+    as RV(inputs). With O(compare=false) it returns RV(inputs) and C(converged=false) without contacting the host;
+    with O(node) it first waits for the host's hypervisor to say, in the same play, that the host runs.
   - O(mode=digest) fingerprints O(files), O(globs), O(names) and O(trees) where it runs and returns RV(state) (a
     container's configuration on its hypervisor, delegated there); it needs no stamp.
 author:
@@ -122,6 +123,27 @@ options:
         (C(converged=false), RV(differs) C([not compared])).
     type: bool
     default: true
+  node:
+    description:
+      - With O(mode=check), the host's hypervisor (a Proxmox VE node, as the inventory names it), a host of the same
+        play that runs M(eagle3.extraction.pct_list) (C(extract.yml) runs both in one play). The action plugin waits
+        for that node's answer and contacts the host only when it lists O(vmid) as running; the container's
+        configuration fingerprint it read (RV(eagle3.extraction.pct_list#module:config_states)) must then be the
+        stamp's C(node).
+      - Otherwise the host is not contacted and not converged, RV(differs) says why - C(not running), C(node did not
+        answer) (pct failed, the node was unreachable, or no answer came within O(node_timeout)), C(node not in this
+        play) - so that the run starts the container first.
+      - Ignored by the module, and with the other modes.
+    type: str
+  vmid:
+    description:
+      - With O(node), the container's ID on it.
+    type: int
+  node_timeout:
+    description:
+      - With O(node), the seconds to wait for the node's answer.
+    type: int
+    default: 180
 extends_documentation_fragment:
   - eagle3.extraction.attributes
 notes:
@@ -156,6 +178,15 @@ EXAMPLES = r'''
     expect:
       node: "{{ node_config.state }}"
   register: converged
+
+- name: The same, in a play that runs pct_list on the hypervisors too (the container compared only if it runs)
+  eagle3.extraction.converged_state:
+    path: /var/lib/eagle3-extraction-converged.json
+    inputs_from: [sglang_server, ml_env]
+    node: "{{ proxmox_container_node }}"
+    vmid: "{{ proxmox_container_vmid }}"
+  when: inventory_hostname in groups['extraction_servers']
+  register: converged
 '''
 
 RETURN = r'''
@@ -164,7 +195,10 @@ converged:
   returned: always
   type: bool
 differs:
-  description: With O(mode=check), what is not as recorded (stamp, an O(expect) key, files, unit, health, job).
+  description:
+    - With O(mode=check), what is not as recorded (stamp, an O(expect) key, files, unit, health, job).
+    - Or why the host was not compared - V(not compared) (O(compare=false)), and with O(node) V(not running),
+      V(node did not answer), V(node not in this play).
   returned: always
   type: list
   elements: str
@@ -363,6 +397,9 @@ def main():
             inputs=dict(type='str'),
             inputs_from=dict(type='list', elements='str', default=[]),
             compare=dict(type='bool', default=True),
+            node=dict(type='str'),
+            vmid=dict(type='int'),
+            node_timeout=dict(type='int', default=180),
         ),
         required_if=[('mode', 'check', ['path']), ('mode', 'record', ['path'])],
         supports_check_mode=True,

@@ -628,6 +628,16 @@ def _as_int(value):
     return inventory_int(value, 12)
 
 
+def inventory_host_errors(host, values, inventory):
+    """gpu_check_hypervisor, when given, names a host of the ``inventory`` (its host names): the role reads
+    the hypervisor's kernel module there. One rule for inventory_check and gpu_check's own first check."""
+    node = values.get('gpu_check_hypervisor')
+    if not isinstance(node, str) or not node or node in inventory:
+        return []
+    return ["%s: gpu_check_hypervisor=%s is not a host of the inventory; give the inventory name of its Proxmox "
+            "hypervisor, or '' to skip the comparison" % (host, show(node))]
+
+
 def cross_host_errors(hosts, hypervisors):
     """The rules across an inventory's hosts: {host: {variable: value}} -> messages.
 

@@ -62,6 +62,8 @@ BAD = [{name: value} for name, value in CASES_MODULE.CASES] + [
     # a job dump dir that is not the server's: every sample waits its ack timeout
     {'extraction_job_dump_dir': '/dev/shm/elsewhere', 'sglang_server_dump_dir': '/dev/shm/sglang_hs'},
     {'extraction_job_dump_dir': '/dev/shm/sglang_hs', 'sglang_server_dump_dir': '/dev/shm/moved'},
+    # a hypervisor that is not a host of the inventory (the role was an assert of its own)
+    {'gpu_check_hypervisor': 'pve9'},
 ]
 GOOD = [{name: value} for name, values in CASES_MODULE.GOOD.items()
         for value in GOOD_OVERRIDES.get(name, values)] + [
@@ -78,6 +80,8 @@ GOOD = [{name: value} for name, values in CASES_MODULE.GOOD.items()
     {'extraction_job_dataset': '/nonexistent/eagle3-dataset.jsonl', 'extraction_job_dataset_on_host': True},
     {'extraction_job_dataset': ''},
     {'extraction_job_dump_dir': '/dev/shm/moved', 'sglang_server_dump_dir': '/dev/shm/moved/'},
+    {'gpu_check_hypervisor': 'pve1'},
+    {'gpu_check_hypervisor': ''},
 ]
 
 
@@ -111,7 +115,7 @@ def inventory_verdicts(cases):
     for index, case in enumerate(cases):
         hostvars[host_name(index)] = dict(dict(BASE, proxmox_container_vmid=VMID_BASE + index), **case)
     result = run_action(inventory_check, {'hosts': sorted(hostvars), 'hypervisors': ['pve1'], 'rollout': {}},
-                        {'hostvars': hostvars})
+                        {'hostvars': dict(hostvars, pve1={})})
     errors = result.get('errors', [])
     named = {}
     for index in range(len(cases)):
