@@ -19,15 +19,12 @@ description:
     given; C(restart) is true when one node that did must restart, and then every node restarts together (a node
     never restarts alone, its peers would wait in NCCL for a rank that is gone).
 positional: _input, hostvars
+extends_documentation_fragment: eagle3.extraction.filter_hostvars
 options:
   _input:
     description: The server's nodes in rank order (the host's plan's C(server.layout.nodes)).
     type: list
     elements: str
-    required: true
-  hostvars:
-    description: The play's C(hostvars).
-    type: dict
     required: true
 '''
 
