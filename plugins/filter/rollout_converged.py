@@ -18,16 +18,10 @@ description:
     its peers must be there to start again with it.
   - The same rule by which the filter C(rollout_table) reports the server V(unchanged).
 positional: _input, hostvars, host
+extends_documentation_fragment:
+  - eagle3.extraction.filter_hostvars
+  - eagle3.extraction.filter_hostvars.extraction_servers
 options:
-  _input:
-    description: The extraction servers (C(groups['extraction_servers'])).
-    type: list
-    elements: str
-    required: true
-  hostvars:
-    description: The play's C(hostvars).
-    type: dict
-    required: true
   host:
     description: The host asked about (C(inventory_hostname)).
     type: str

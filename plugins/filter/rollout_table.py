@@ -22,16 +22,10 @@ description:
     is V(healthy) and V(unchanged), with the GPUs and driver its stamp recorded; any other host without
     C(__extract_result) is V(UNREACHABLE) (not reached over SSH, or the rollout stopped before it).
   - Runs on the controller, like every filter.
+extends_documentation_fragment:
+  - eagle3.extraction.filter_hostvars
+  - eagle3.extraction.filter_hostvars.extraction_servers
 options:
-  _input:
-    description: The extraction servers (C(groups['extraction_servers'])), in inventory order.
-    type: list
-    elements: str
-    required: true
-  hostvars:
-    description: The play's C(hostvars).
-    type: dict
-    required: true
   plans:
     description:
       - inventory_check's C(plans) (plugins/plugin_utils/host_plan.py), each host's server layout and address

@@ -1,53 +1,61 @@
 # -*- coding: utf-8 -*-
 # Copyright: eagle3.extraction maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""sglang_server_restart: whether a multi-node server restarts, all its nodes together, and which of its
-nodes did not reach the start (roles/sglang_server/tasks/restart_server.yml)."""
+"""Filters of a multi-node server's restart step (roles/sglang_server/tasks/restart_server.yml), so that
+no task decides a restart in Jinja; each is documented in its own .yml beside this file.
+
+- sglang_server_node_must_restart: whether one node must restart (its config or unit file changed, its
+  unit is not active, or rank 0 does not answer 200), the rule's one owner.
+- sglang_server_restart: which nodes did not reach the start, and whether the server restarts, all its
+  nodes together (one node that must restarts them all).
+"""
 
 from __future__ import annotations
-
-DOCUMENTATION = r'''
-name: sglang_server_restart
-short_description: Whether a multi-node SGLang server restarts together, and which nodes did not reach the start
-version_added: 0.2.0
-author: eagle3.extraction maintainers (@eagle3)
-description:
-  - Reads, for each node of a server, what sglang_server's restart step noted on it - C(__sglang_server_at_start)
-    (it reached the start) and C(__sglang_server_node_must_restart) (its unit or config changed, its unit is not
-    active, or rank 0 does not answer 200).
-  - C(missing) lists the nodes that did not reach the start (a node that failed earlier never does), in the order
-    given; C(restart) is true when one node that did must restart, and then every node restarts together (a node
-    never restarts alone, its peers would wait in NCCL for a rank that is gone).
-positional: _input, hostvars
-options:
-  _input:
-    description: The server's nodes in rank order (the host's plan's C(server.layout.nodes)).
-    type: list
-    elements: str
-    required: true
-  hostvars:
-    description: The play's C(hostvars).
-    type: dict
-    required: true
-'''
-
-EXAMPLES = r'''
-- name: Check that every node of the server is still in the run
-  ansible.builtin.assert:
-    that: (__sglang_server_layout.nodes | eagle3.extraction.sglang_server_restart(hostvars)).missing | length == 0
-'''
-
-RETURN = r'''
-_value:
-  description: C(missing), the nodes that did not reach the start; C(restart), whether the server restarts.
-  type: dict
-'''
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 
+# what each node notes at the restart step
 AT_START = '__sglang_server_at_start'
 MUST_RESTART = '__sglang_server_node_must_restart'
+# what a node registered before it (configure.yml, run.yml)
+CONFIG_WRITTEN = '__sglang_server_config_written'
+UNIT_WRITTEN = '__sglang_server_unit_written'
+BEFORE = '__sglang_server_before'
+
+
+def http_status(value):
+    """The status as ``default(0, true) | int`` reads it: none, empty or not a number is 0."""
+    if not value:
+        return 0
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        try:
+            return int(float(value))
+        except (TypeError, ValueError, OverflowError):
+            return 0
+
+
+def written(noted, name):
+    """Whether the write registered as ``name`` changed its file; one that did not run (its tag left
+    out) changed nothing."""
+    return bool((noted.get(name) or {}).get('changed', False))
+
+
+def sglang_server_node_must_restart(noted, rank):
+    """Whether the node whose variables are ``noted`` must restart: its config or unit file changed, its
+    unit was not active before the start, or (rank 0) its /health did not answer 200 before it."""
+    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
+        raise AnsibleFilterError("sglang_server_node_must_restart: the rank must be the node's rank, an int "
+                                 "0 or more (got %r)" % (rank,))
+    before = noted.get(BEFORE) if hasattr(noted, 'get') else None
+    if not hasattr(before, 'get'):
+        raise AnsibleFilterError("sglang_server_node_must_restart: the input must be the node's hostvars, with "
+                                 "%s (server_health's result before the start)" % BEFORE)
+    return (written(noted, CONFIG_WRITTEN) or written(noted, UNIT_WRITTEN)
+            or before.get('active_state') != 'active'
+            or (rank == 0 and http_status(before.get('http')) != 200))
 
 
 def sglang_server_restart(nodes, hostvars):
@@ -61,4 +69,5 @@ def sglang_server_restart(nodes, hostvars):
 
 class FilterModule(object):
     def filters(self):
-        return {'sglang_server_restart': sglang_server_restart}
+        return {'sglang_server_restart': sglang_server_restart,
+                'sglang_server_node_must_restart': sglang_server_node_must_restart}
