@@ -11,6 +11,8 @@ from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.controller_check import ControllerCheck
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import READ as CONNECTION_READ
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import connection_errors, through_pct
+from ansible_collections.eagle3.extraction.plugins.lookup.host_plan import LookupModule as HostPlan
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_address import exposure_warning
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
     ACROSS_NAMES, ROLES, across_role_errors, inventory_host_errors, load_specs, required_errors, role_value_errors)
 
@@ -38,6 +40,8 @@ class ActionModule(ControllerCheck):
         errors.extend(across_role_errors(specs, values, defaults=False))
         if role == 'gpu_check':
             errors.extend(inventory_host_errors(task_vars['inventory_hostname'], values, task_vars.get('hostvars', {})))
+        if role == 'sglang_server' and not errors:
+            errors.extend(self._address_errors(values, task_vars, result))
         if role == 'proxmox_container':
             errors.extend(self._connection_errors(values, task_vars))
             result['through_pct'] = through_pct(task_vars)
@@ -48,6 +52,19 @@ class ActionModule(ControllerCheck):
         else:
             result['msg'] = '%s: %d values checked' % (role, len(values))
         return result
+
+    def _address_errors(self, values, task_vars, result):
+        """The address the server will listen on, from this host's plan (the lookup host_plan, as the role's tasks
+        read it): an error naming the variable and its value when no plan can be made; a warning when the server
+        listens beyond its container without an API key."""
+        try:
+            address = HostPlan(loader=self._loader, templar=self._templar).run([], variables=task_vars)[0]['server']['address']
+        except AnsibleError as exc:
+            return [exc.message]
+        warning = exposure_warning(address, values.get('sglang_server_api_key'))
+        if warning:
+            result['warnings'] = ['sglang_server: ' + warning]
+        return []
 
     def _connection_errors(self, values, task_vars):
         """That the node is a host of the inventory, and how the container is reached (its connection, ansible_host,

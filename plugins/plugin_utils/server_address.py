@@ -123,6 +123,16 @@ def loopback(host):
     return host in LOOPBACK or bool(_ip(host) and _ip(host).is_loopback)
 
 
+def exposure_warning(address, api_key):
+    """The warning for a server that listens beyond its own container (``address``: address()'s) while
+    sglang_server_api_key is empty, or None: anyone who reaches the port can use it."""
+    if loopback(address['host']) or api_key:
+        return None
+    return ('the server listens on %s (sglang_server_host or sglang_server_flags.host), beyond localhost, and '
+            'sglang_server_api_key is empty: anyone who reaches port %d can use the server. Set sglang_server_api_key '
+            '(in Ansible Vault).' % (address['host'] or "'' (every address)", address['port']))
+
+
 def _url(host, port):
     return 'http://%s:%d' % ('[%s]' % host if ':' in host else host, port)
 

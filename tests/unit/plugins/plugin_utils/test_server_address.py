@@ -6,7 +6,7 @@ In-process: many inventories, no Ansible run."""
 import pytest
 
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_address import (
-    AddressError, address, defaults)
+    AddressError, address, defaults, exposure_warning)
 
 
 def one(**values):
@@ -195,3 +195,16 @@ def test_a_bad_rank_0_is_named_from_the_other_node():
     with pytest.raises(AddressError) as caught:
         address(hosts, 'ct3')
     assert "rank 0 (ct1) of server duo: sglang_server_host='[fd00::1]' is not an address" in str(caught.value)
+
+
+@pytest.mark.parametrize('host, key, warned', [
+    ('127.0.0.1', '', False), ('::1', '', False), ('localhost', '', False), ('127.0.0.2', '', False),
+    ('0.0.0.0', '', True), ('::', '', True), ('', '', True), ('10.0.0.5', '', True),
+    ('0.0.0.0', 'k3y', False),
+])
+def test_a_server_beyond_its_container_without_an_api_key_is_warned_of(host, key, warned):
+    warning = exposure_warning({'host': host, 'port': 30000}, key)
+    assert (warning is not None) is warned
+    if warned:
+        assert 'port 30000' in warning and 'sglang_server_api_key is empty' in warning
+

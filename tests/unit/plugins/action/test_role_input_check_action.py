@@ -1,0 +1,52 @@
+"""role_input_check for sglang_server checks the address its server will listen on, from the host's plan
+(the lookup host_plan, as the role's tasks read it): a value the rules let through but no address can be
+made of fails naming the variable; a server that listens beyond its container without an API key is
+warned of, once, in the check's result (the role had a task for each)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+from ansible_collections.eagle3.extraction.plugins.action import role_input_check
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+_SPEC = importlib.util.spec_from_file_location(
+    'agree', os.path.join(HERE, '..', '..', 'test_inventory_and_role_agree.py'))
+AGREE = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(AGREE)
+
+
+def check(**values):
+    task_vars = dict(AGREE.DEFAULTS['sglang_server'], **AGREE.BASE)
+    task_vars.update(proxmox_container_vmid=500, inventory_hostname='ct1', ansible_host='10.0.0.1',
+                     hostvars={'pve1': {}}, groups={'extraction_servers': ['ct1']})
+    task_vars.update(values)
+    return AGREE.run_action(role_input_check, {'role': 'sglang_server'}, task_vars)
+
+
+def test_the_default_address_passes_without_a_warning():
+    result = check()
+    assert not result.get('failed'), result.get('errors')
+    assert 'warnings' not in result
+
+
+@pytest.mark.parametrize('values', [{'sglang_server_host': '0.0.0.0'}, {'sglang_server_flags': {'host': '::'}}])
+def test_a_server_beyond_its_container_without_a_key_is_warned_of(values):
+    result = check(**values)
+    assert not result.get('failed'), result.get('errors')
+    assert len(result['warnings']) == 1 and 'sglang_server_api_key is empty' in result['warnings'][0]
+
+
+def test_an_api_key_silences_the_warning_and_is_not_shown():
+    result = check(sglang_server_host='0.0.0.0', sglang_server_api_key='s3cret-key')
+    assert not result.get('failed') and 'warnings' not in result
+    assert 's3cret-key' not in repr(result)
+
+
+def test_an_address_the_rules_let_through_but_no_plan_can_use_fails_naming_the_variable():
+    # a port in the extra args the server could not bind (the address's rule, which the plan applies)
+    result = check(sglang_server_extra_args=['--port=99999'])
+    assert result.get('failed') is True, result
+    assert any('sglang_server_extra_args' in error for error in result['errors']), result['errors']
