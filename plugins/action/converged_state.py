@@ -6,25 +6,22 @@ variables of the roles inputs_from names, and this collection's files, which onl
 has) is computed here and handed to the module, which compares it on the host with the stamp. With
 compare=false (extract_force) the host is not contacted.
 
-With node (a container's hypervisor, vmid its ID), the check waits for that hypervisor's pct_list
-answer in the same play (posted on the play's board by pct_list's action plugin): a container that
-does not run, or whose hypervisor did not answer, is not contacted (a stopped container can hang an
-SSH session that a connection kept open from an earlier run still holds); one that runs is compared,
-its configuration fingerprint as pct_list read it expected in the stamp. While the hypervisor answers,
-this worker has already computed the inputs."""
+With listing (its hypervisor's pct_list answer, vmid its ID there), a container that answer does not
+list as running, or whose hypervisor did not answer, is not contacted either (a stopped container can
+hang an SSH session that a connection kept open from an earlier run still holds); one that runs is
+compared, its configuration fingerprint as pct_list read it expected in the stamp."""
 
 from __future__ import annotations
 
-from ansible import constants as C
 from ansible.errors import AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.board import PCT_LIST, play_board
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.converged_inputs import (
-    NODE_NOT_IN_PLAY, NOT_COMPARED, collection_code_sha256, input_names, inputs_sha256, listed)
+    NOT_COMPARED, collection_code_sha256, input_names, inputs_sha256, listed)
 
 MODULE = 'eagle3.extraction.converged_state'
+NOT_GIVEN = object()
 
 
 class ActionModule(ActionBase):
@@ -41,17 +38,14 @@ class ActionModule(ActionBase):
                 values[name] = 'unreadable (%s): %r' % (type(exc).__name__, task_vars[name])
         return inputs_sha256(values, collection_code_sha256())
 
-    def not_compared(self, args, task_vars):
+    @staticmethod
+    def not_compared(args, listing):
         """Why the host is not compared, or None; the node's fingerprint then goes into args['expect']."""
         if not boolean(args.get('compare', True), strict=False):
             return NOT_COMPARED
-        node = args.get('node')
-        if not node:
+        if listing is NOT_GIVEN:
             return None
-        if node not in (task_vars.get('ansible_play_hosts_all') or []):
-            return NODE_NOT_IN_PLAY
-        board = play_board(C.DEFAULT_LOCAL_TMP, PCT_LIST, self._task.get_play()._uuid)
-        reason, state = listed(board.wait(node, int(args.get('node_timeout', 180))), int(args.get('vmid')))
+        reason, state = listed(listing, int(args['vmid']))
         if reason is None:
             args['expect'] = dict(args.get('expect') or {}, node=state)
         return reason
@@ -61,13 +55,14 @@ class ActionModule(ActionBase):
         del tmp
         task_vars = task_vars or {}
         args = dict(self._task.args)
+        # the node's answer is read here; the host needs none of it
+        listing = args.pop('listing', NOT_GIVEN)
         if args.get('mode', 'check') == 'check':
-            if args.get('node') and args.get('vmid') is None:
-                return dict(result, failed=True, msg='converged_state: node=%s needs vmid, the container\'s ID on it'
-                            % args['node'])
+            if listing is not NOT_GIVEN and args.get('vmid') is None:
+                return dict(result, failed=True, msg="converged_state: listing needs vmid, the container's ID on its node")
             if not args.get('inputs'):
                 args['inputs'] = self.inputs(args.get('inputs_from') or [], task_vars)
-            why = self.not_compared(args, task_vars)
+            why = self.not_compared(args, listing)
             if why:
                 result.update(changed=False, converged=False, differs=[why], stamp=None, inputs=args['inputs'])
                 return result

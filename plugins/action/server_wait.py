@@ -25,8 +25,8 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.board import Board
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_wait import failure_message, progress_line, verdict
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_wait import (
+    Board, failure_message, progress_line, verdict)
 
 display = Display()
 

@@ -23,7 +23,7 @@ description:
     the host's variables of the roles O(inputs_from) names (as templated, before any role ran) and over this
     collection's playbooks, roles and plugins (a new version of the collection is a new input) - and returns it
     as RV(inputs). With O(compare=false) it returns RV(inputs) and C(converged=false) without contacting the host;
-    with O(node) it first waits for the host's hypervisor to say, in the same play, that the host runs.
+    with O(listing) (its hypervisor's C(pct list) answer) neither when that answer does not list the host as running.
   - O(mode=digest) fingerprints O(files), O(globs), O(names) and O(trees) where it runs and returns RV(state) (a
     container's configuration on its hypervisor, delegated there); it needs no stamp.
 author:
@@ -123,27 +123,21 @@ options:
         (C(converged=false), RV(differs) C([not compared])).
     type: bool
     default: true
-  node:
+  listing:
     description:
-      - With O(mode=check), the host's hypervisor (a Proxmox VE node, as the inventory names it), a host of the same
-        play that runs M(eagle3.extraction.pct_list) (C(extract.yml) runs both in one play). The action plugin waits
-        for that node's answer and contacts the host only when it lists O(vmid) as running; the container's
-        configuration fingerprint it read (RV(eagle3.extraction.pct_list#module:config_states)) must then be the
-        stamp's C(node).
-      - Otherwise the host is not contacted and not converged, RV(differs) says why - C(not running), C(node did not
-        answer) (pct failed, the node was unreachable, or no answer came within O(node_timeout)), C(node not in this
-        play) - so that the run starts the container first.
-      - Ignored by the module, and with the other modes.
-    type: str
+      - With O(mode=check), the result of M(eagle3.extraction.pct_list) on the host's hypervisor (a Proxmox VE node),
+        or V(null) when that node is not in this run. The action plugin contacts the host only when it lists O(vmid)
+        as running; the container's configuration fingerprint it read
+        (RV(eagle3.extraction.pct_list#module:config_states)) must then be the stamp's C(node).
+      - Otherwise the host is not contacted and not converged, and RV(differs) says why - C(not running), or C(node
+        did not answer) (pct failed, the node was unreachable or not in this run) - so that the run starts the
+        container first.
+      - Read on the controller and not sent to the host; ignored with the other modes.
+    type: dict
   vmid:
     description:
-      - With O(node), the container's ID on it.
+      - With O(listing), the container's ID on its node.
     type: int
-  node_timeout:
-    description:
-      - With O(node), the seconds to wait for the node's answer.
-    type: int
-    default: 180
 extends_documentation_fragment:
   - eagle3.extraction.attributes
 notes:
@@ -179,13 +173,12 @@ EXAMPLES = r'''
       node: "{{ node_config.state }}"
   register: converged
 
-- name: The same, in a play that runs pct_list on the hypervisors too (the container compared only if it runs)
+- name: The same for a container, compared only when its hypervisor's pct list answer says it runs
   eagle3.extraction.converged_state:
     path: /var/lib/eagle3-extraction-converged.json
     inputs_from: [sglang_server, ml_env]
-    node: "{{ proxmox_container_node }}"
+    listing: "{{ hostvars[proxmox_container_node].pct_list_answer | default(none) }}"
     vmid: "{{ proxmox_container_vmid }}"
-  when: inventory_hostname in groups['extraction_servers']
   register: converged
 '''
 
@@ -197,8 +190,8 @@ converged:
 differs:
   description:
     - With O(mode=check), what is not as recorded (stamp, an O(expect) key, files, unit, health, job).
-    - Or why the host was not compared - V(not compared) (O(compare=false)), and with O(node) V(not running),
-      V(node did not answer), V(node not in this play).
+    - Or why the host was not compared - V(not compared) (O(compare=false)), and with O(listing) V(not running) or
+      V(node did not answer).
   returned: always
   type: list
   elements: str
@@ -397,9 +390,8 @@ def main():
             inputs=dict(type='str'),
             inputs_from=dict(type='list', elements='str', default=[]),
             compare=dict(type='bool', default=True),
-            node=dict(type='str'),
+            listing=dict(type='dict'),
             vmid=dict(type='int'),
-            node_timeout=dict(type='int', default=180),
         ),
         required_if=[('mode', 'check', ['path']), ('mode', 'record', ['path'])],
         supports_check_mode=True,

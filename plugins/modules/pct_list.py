@@ -51,9 +51,6 @@ requirements:
   - A Proxmox VE node (C(pct)).
 notes:
   - V(changed) is always V(false).
-  - An action plugin of the same name runs the module and posts its answer on the play's board on the controller,
-    where M(eagle3.extraction.converged_state) with O(eagle3.extraction.converged_state#module:node) waits for it, so
-    that C(extract.yml) lists the containers and checks the running ones in one play.
 seealso:
   - module: eagle3.extraction.pct_container
     description: Create, configure, start and stop one container.

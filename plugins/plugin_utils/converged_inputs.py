@@ -59,26 +59,18 @@ def inputs_sha256(values, code):
 
 
 # converged_state's differs when the host is not compared: extract_force (compare=false), or its
-# hypervisor's answer in this play (pct_list, posted on the play's board) does not let it be
+# hypervisor's pct_list answer (listing) does not let it be
 NOT_COMPARED = 'not compared'
-NODE_NOT_IN_PLAY = 'node not in this play'
 NODE_DID_NOT_ANSWER = 'node did not answer'
 NOT_RUNNING = 'not running'
 
 
-def node_answer(result):
-    """What pct_list posts for its containers' checks: the containers that run and their configuration
-    fingerprints, or that the hypervisor did not answer (and why)."""
-    if result.get('failed') or result.get('unreachable') or not isinstance(result.get('running'), list):
-        return {'answered': False, 'msg': str(result.get('msg') or 'pct list gave no answer')}
-    return {'answered': True, 'running': result['running'], 'config_states': result.get('config_states') or {}}
-
-
-def listed(answer, vmid):
-    """(why the container is not compared, or None; its configuration fingerprint) from its hypervisor's
-    posted answer (node_answer; None when none came in time)."""
-    if not answer or not answer.get('answered'):
+def listed(listing, vmid):
+    """(why the container is not compared, or None; its configuration fingerprint) from its hypervisor's pct_list
+    result ``listing`` (None when the hypervisor is not in this run; failed or unreachable when it did not answer)."""
+    if not isinstance(listing, dict) or listing.get('failed') or listing.get('unreachable') \
+            or not isinstance(listing.get('running'), list):
         return NODE_DID_NOT_ANSWER, None
-    if vmid not in answer['running']:
+    if vmid not in listing['running']:
         return NOT_RUNNING, None
-    return None, answer['config_states'].get(str(vmid), '')
+    return None, (listing.get('config_states') or {}).get(str(vmid), '')

@@ -5,12 +5,16 @@
 
 Every node of the server runs the wait at once (one task of the play): each looks at its own unit
 and at rank 0's /health through the module server_health, a step at a time, and posts what it saw on
-a board on the controller (plugin_utils/board.py) that every node of the server reads between steps. The server is
+a board on the controller that every node of the server reads between steps. The server is
 ready when rank 0's /health answers 200; it has died when any node's unit died (the first in rank
 order is named); otherwise it is starting until the timeout is spent.
 """
 
 from __future__ import annotations
+
+import json
+import os
+import re
 
 
 def verdict(mine, board, nodes):
@@ -54,3 +58,28 @@ def failure_message(state, died, looks, server, nodes, timeout):
 def progress_line(mine, waited, timeout):
     return '%s not ready after %ds of %ss (/health: %s); newest log line: %s' % (
         mine.get('unit_name', '?'), waited, timeout, mine.get('http') or 'no answer', mine.get('newest', ''))
+
+
+class Board(object):
+    """The nodes' last looks, one JSON file per node under ``path`` (one directory per wait), each
+    replaced whole so that a reader never sees half of one."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def post(self, node, look):
+        os.makedirs(self.path, mode=0o700, exist_ok=True)
+        target = os.path.join(self.path, re.sub(r'[^A-Za-z0-9_.-]', '_', node) + '.json')
+        with open(target + '.tmp', 'w') as out:
+            json.dump(look, out)
+        os.replace(target + '.tmp', target)
+
+    def read(self, nodes):
+        looks = {}
+        for node in nodes:
+            try:
+                with open(os.path.join(self.path, re.sub(r'[^A-Za-z0-9_.-]', '_', node) + '.json')) as posted:
+                    looks[node] = json.load(posted)
+            except (OSError, ValueError):
+                continue
+        return looks

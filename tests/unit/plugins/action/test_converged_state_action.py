@@ -1,7 +1,7 @@
 """The action plugin converged_state, in-process: with mode=check it computes the host's inputs on
 the controller (templated role variables, the collection's files) and hands them to the module;
-with compare=false it does not contact the host at all; with node, it waits for that hypervisor's
-pct_list answer in the same play and contacts only a container it lists as running."""
+with compare=false it does not contact the host at all, nor with listing (its hypervisor's pct_list
+answer) when that answer does not list the container as running."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ from unittest import mock
 import pytest
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
-from ansible_collections.eagle3.extraction.plugins.action import converged_state
 from ansible_collections.eagle3.extraction.plugins.action.converged_state import ActionModule
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.board import PCT_LIST, play_board
 
 PREFIXES = ['sglang_server', 'ml_env']
 
@@ -69,61 +67,57 @@ def test_record_and_digest_go_to_the_module_as_given(args):
     assert sent == [('eagle3.extraction.converged_state', args)]
 
 
-# with node: the container is compared only when its hypervisor, in the same play, lists it as running
+# with listing (its hypervisor's pct_list answer): the container is compared only when that answer lists it
+# as running, with the configuration fingerprint the hypervisor read
 
-@pytest.fixture
-def local_tmp(tmp_path, monkeypatch):
-    monkeypatch.setattr(converged_state.C, 'DEFAULT_LOCAL_TMP', str(tmp_path))
-    return str(tmp_path)
-
-
-def post(local_tmp, answer, node='pve1'):
-    play_board(local_tmp, PCT_LIST, 'play-1').post(node, answer)
+ANSWER = {'changed': False, 'rc': 0, 'stderr': '', 'running': [101],
+          'containers': {'101': {'status': 'running', 'lock': '', 'name': 'ct1'},
+                         '102': {'status': 'stopped', 'lock': '', 'name': 'ct2'}},
+          'config_states': {'101': 'f' * 64, '102': 'e' * 64}}
 
 
-def check_on_node(variables, **args):
-    variables = dict({'sglang_server_port': 8000, 'ansible_play_hosts_all': ['pve1', 'ct1']}, **variables)
-    plugin, sent = action(dict({'path': '/var/lib/x.json', 'inputs_from': PREFIXES, 'node': 'pve1', 'vmid': 101},
-                               **args), variables)
-    plugin._task.get_play.return_value._uuid = 'play-1'
-    return plugin.run(task_vars=variables), sent
+def check_listed(listing, **args):
+    return check({'sglang_server_port': 8000}, **dict({'listing': listing, 'vmid': 101}, **args))
 
 
-def test_a_running_container_is_compared_with_the_fingerprint_its_hypervisor_read(local_tmp):
-    post(local_tmp, {'answered': True, 'running': [101], 'config_states': {'101': 'f' * 64}})
-    result, sent = check_on_node({}, expect={'dataset': 'd' * 64})
+def test_a_running_container_is_compared_with_the_fingerprint_its_hypervisor_read():
+    result, sent = check_listed(ANSWER, expect={'dataset': 'd' * 64})
     assert [name for name, dummy in sent] == ['eagle3.extraction.converged_state']
     assert sent[0][1]['expect'] == {'dataset': 'd' * 64, 'node': 'f' * 64}
+    # read on the controller: the host is not sent the hypervisor's answer
+    assert 'listing' not in sent[0][1]
     assert result['converged'] is True
 
 
-@pytest.mark.parametrize('answer, differs', [
-    ({'answered': True, 'running': [102], 'config_states': {'101': 'f' * 64}}, 'not running'),
-    ({'answered': False, 'msg': 'pct list failed'}, 'node did not answer'),
+@pytest.mark.parametrize('listing, differs', [
+    (dict(ANSWER, running=[]), 'not running'),
+    ({'failed': True, 'msg': '/usr/sbin/pct list failed with exit code 2: boom', 'rc': 2, 'stderr': 'boom'},
+     'node did not answer'),
+    ({'unreachable': True, 'msg': 'ssh: connect to host 10.0.0.2 port 22: No route to host'}, 'node did not answer'),
+    (None, 'node did not answer'),   # the hypervisor is not in this run (--limit)
 ])
-def test_a_container_that_does_not_run_or_whose_node_failed_is_not_contacted(local_tmp, answer, differs):
-    post(local_tmp, answer)
-    result, sent = check_on_node({})
+def test_a_container_that_does_not_run_or_whose_node_did_not_answer_is_not_contacted(listing, differs):
+    result, sent = check_listed(listing)
     assert sent == []
     assert result['converged'] is False and result['differs'] == [differs] and len(result['inputs']) == 64
 
 
-def test_a_node_that_never_answers_ends_the_wait_at_node_timeout(local_tmp):
-    result, sent = check_on_node({}, node_timeout=0)
-    assert sent == [] and result['differs'] == ['node did not answer']
+def test_vmid_as_the_inventory_may_write_it():
+    result, sent = check_listed(ANSWER, vmid='101')
+    assert sent[0][1]['expect'] == {'node': 'f' * 64}
 
 
-def test_a_node_outside_the_play_is_not_waited_for(local_tmp):
-    # --limit left the hypervisor out: nothing would ever post
-    result, sent = check_on_node({'ansible_play_hosts_all': ['ct1']})
-    assert sent == [] and result['differs'] == ['node not in this play']
-
-
-def test_extract_force_waits_for_no_node(local_tmp):
-    result, sent = check_on_node({}, compare=False)
+def test_extract_force_compares_nothing_whatever_the_listing():
+    result, sent = check_listed(ANSWER, compare=False)
     assert sent == [] and result['differs'] == ['not compared']
 
 
-def test_node_without_vmid_is_refused(local_tmp):
-    result, sent = check_on_node({}, vmid=None)
+def test_listing_without_vmid_is_refused():
+    result, sent = check_listed(ANSWER, vmid=None)
     assert sent == [] and result['failed'] is True and 'needs vmid' in result['msg']
+
+
+def test_the_record_is_not_sent_the_listing():
+    plugin, sent = action({'mode': 'record', 'inputs': 'given', 'listing': ANSWER, 'vmid': 101}, {})
+    plugin.run(task_vars={})
+    assert sent == [('eagle3.extraction.converged_state', {'mode': 'record', 'inputs': 'given', 'vmid': 101})]

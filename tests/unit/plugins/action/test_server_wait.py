@@ -10,7 +10,7 @@ from unittest import mock
 
 import pytest
 from ansible_collections.eagle3.extraction.plugins.action import server_wait
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.board import Board
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_wait import Board
 
 DUO = {'server': 'duo', 'nodes': ['ct1', 'ct3'], 'step': 10}
 
