@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.server
+import socket
 import threading
 
 import pytest
@@ -26,11 +27,44 @@ def http_server():
     server.shutdown()
 
 
+@pytest.fixture
+def http_server_v6():
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == '/health?full=1' else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    class Server(http.server.HTTPServer):
+        address_family = socket.AF_INET6
+    try:
+        server = Server(('::1', 0), Handler)
+    except OSError:
+        pytest.skip('no IPv6 loopback here')
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield 'http://[::1]:%d' % server.server_address[1]
+    server.shutdown()
+
+
 def test_health_reports_the_status_or_none(http_server):
     assert server_probe.health(http_server + '/health') == 200
     assert server_probe.health(http_server + '/starting') == 503
     assert server_probe.health('http://127.0.0.1:9/health', timeout=1) is None
     assert server_probe.health('not a url') is None
+    assert server_probe.health('ftp://127.0.0.1/health') is None
+
+
+def test_health_calls_an_ipv6_address_with_its_query(http_server_v6):
+    assert server_probe.health(http_server_v6 + '/health?full=1') == 200
+    assert server_probe.health(http_server_v6 + '/health') == 404
+
+
+def test_health_does_not_import_ansibles_url_helpers():
+    """The converged check imports this on every host of every run: open_url's imports cost more than the check."""
+    assert not hasattr(server_probe, 'open_url')
 
 
 def test_log_tail_reads_from_the_offset(tmp_path):
