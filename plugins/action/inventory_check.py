@@ -76,7 +76,7 @@ class ActionModule(ControllerCheck):
 
 def _dataset_hosts(hosts, values, unresolved):
     """The hosts given a dataset (extraction_job_dataset set, or a template not resolved yet): extract.yml's
-    dataset refusal (the play "One dataset for each job") runs on them alone."""
+    dataset play runs on them alone."""
     return [host for host in hosts
             if values[host].get('extraction_job_dataset') or '%s - extraction_job_dataset' % host in unresolved]
 

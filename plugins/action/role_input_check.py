@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 
+from ansible_collections.eagle3.extraction.plugins.lookup.host_plan import LookupModule as HostPlan
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.controller_check import ControllerCheck
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import READ as CONNECTION_READ
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import connection_errors, through_pct
-from ansible_collections.eagle3.extraction.plugins.lookup.host_plan import LookupModule as HostPlan
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_address import exposure_warning
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
     ACROSS_NAMES, ROLES, across_role_errors, inventory_host_errors, load_specs, required_errors, role_value_errors)
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_address import exposure_warning
 
 
 class ActionModule(ControllerCheck):
@@ -58,10 +58,10 @@ class ActionModule(ControllerCheck):
         read it): an error naming the variable and its value when no plan can be made; a warning when the server
         listens beyond its container without an API key."""
         try:
-            address = HostPlan(loader=self._loader, templar=self._templar).run([], variables=task_vars)[0]['server']['address']
+            host_plan = HostPlan(loader=self._loader, templar=self._templar).run([], variables=task_vars)[0]
         except AnsibleError as exc:
             return [exc.message]
-        warning = exposure_warning(address, values.get('sglang_server_api_key'))
+        warning = exposure_warning(host_plan['server']['address'], values.get('sglang_server_api_key'))
         if warning:
             result['warnings'] = ['sglang_server: ' + warning]
         return []

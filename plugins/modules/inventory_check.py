@@ -131,7 +131,7 @@ unresolved:
 dataset_hosts:
   description:
     - The hosts given a dataset (C(extraction_job_dataset) set, or referring to a fact not set yet), in the order of
-      O(hosts); extract.yml's refusal of a dataset changed under the same job name runs on these alone.
+      O(hosts); extract.yml's dataset play runs on these alone.
   returned: always
   type: list
   elements: str
