@@ -10,43 +10,36 @@ import pytest
 from ansible_collections.eagle3.extraction.plugins.module_utils import server_probe
 
 
-@pytest.fixture
-def http_server():
+def serve(family, host, status_of):
+    """A real HTTP server on ``host`` answering each GET with status_of(path); yields its base URL."""
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            self.send_response(200 if self.path == '/health' else 503)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.HTTPServer(('127.0.0.1', 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield 'http://127.0.0.1:%d' % server.server_address[1]
-    server.shutdown()
-
-
-@pytest.fixture
-def http_server_v6():
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200 if self.path == '/health?full=1' else 404)
+            self.send_response(status_of(self.path))
             self.end_headers()
 
         def log_message(self, *args):
             pass
 
     class Server(http.server.HTTPServer):
-        address_family = socket.AF_INET6
+        address_family = family
     try:
-        server = Server(('::1', 0), Handler)
+        server = Server((host, 0), Handler)
     except OSError:
-        pytest.skip('no IPv6 loopback here')
+        pytest.skip('no %s loopback here' % host)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield 'http://[::1]:%d' % server.server_address[1]
+    yield 'http://%s:%d' % ('[%s]' % host if ':' in host else host, server.server_address[1])
     server.shutdown()
+
+
+@pytest.fixture
+def http_server():
+    yield from serve(socket.AF_INET, '127.0.0.1', lambda path: 200 if path == '/health' else 503)
+
+
+@pytest.fixture
+def http_server_v6():
+    yield from serve(socket.AF_INET6, '::1', lambda path: 200 if path == '/health?full=1' else 404)
 
 
 def test_health_reports_the_status_or_none(http_server):

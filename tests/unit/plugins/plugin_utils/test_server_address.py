@@ -207,4 +207,3 @@ def test_a_server_beyond_its_container_without_an_api_key_is_warned_of(host, key
     assert (warning is not None) is warned
     if warned:
         assert 'port 30000' in warning and 'sglang_server_api_key is empty' in warning
-
