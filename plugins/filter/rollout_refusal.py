@@ -74,6 +74,12 @@ def rollout_refusal(listed, inventory_checked, host, node, limit=''):
                 "localhost, where the inventory check and the rollout table run. Name localhost and the containers' "
                 "hypervisors beside the containers, for example --limit '%s,%s,localhost'."
                 % (limit, host, node or '<its hypervisor>'))
+    return no_answer(listed, node)
+
+
+def no_answer(listed, node):
+    """Why the pct_list result ``listed`` of hypervisor ``node`` (None: not in this run) is no answer, or '' when
+    it answered: the one rule for it, which converged_state's action (converged_inputs.listed) reads too."""
     if listed is None:
         return ('hypervisor %s is unreachable: it is not in this run: name it in --limit beside its containers'
                 % node)

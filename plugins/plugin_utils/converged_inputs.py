@@ -12,6 +12,8 @@ import json
 import os
 import re
 
+from ansible_collections.eagle3.extraction.plugins.filter.rollout_refusal import no_answer
+
 # the collection's root: plugins/plugin_utils/<this file>
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # what a run executes: a changed task, template or plugin is a changed input
@@ -68,8 +70,7 @@ NOT_RUNNING = 'not running'
 def listed(listing, vmid):
     """(why the container is not compared, or None; its configuration fingerprint) from its hypervisor's pct_list
     result ``listing`` (None when the hypervisor is not in this run; failed or unreachable when it did not answer)."""
-    if not isinstance(listing, dict) or listing.get('failed') or listing.get('unreachable') \
-            or not isinstance(listing.get('running'), list):
+    if (listing is not None and not isinstance(listing, dict)) or no_answer(listing, '?'):
         return NODE_DID_NOT_ANSWER, None
     if vmid not in listing['running']:
         return NOT_RUNNING, None
