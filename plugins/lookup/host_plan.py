@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: host_plan
 short_description: This host's resolved plan, as the roles and playbooks read it
-version_added: 0.2.0
+version_added: 0.1.0
 author: eagle3.extraction maintainers (@eagle3)
 description:
   - The plan of C(inventory_hostname) (plugins/plugin_utils/host_plan.py), the one owner of what the inventory decides

@@ -9,7 +9,7 @@ DOCUMENTATION = r'''
 ---
 module: owned_paths
 short_description: Refuse the directories, files and units a role would take over from someone else
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Read in a role's preflight, before anything changes. Each path the role makes and gives an owner and a mode must
     not exist yet, or be the role's already - of the type, owner, group and mode the role gives it. A path that

@@ -11,7 +11,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: server_wait
 short_description: Wait for a server's /health on every node of the server, failing it soon when one node dies
-version_added: 0.2.0
+version_added: 0.1.0
 author:
   - eagle3.extraction maintainers (@eagle3)
 description:

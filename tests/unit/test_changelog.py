@@ -45,3 +45,25 @@ def test_a_fragment_of_an_unknown_section_is_refused(tmp_path):
     (copy / 'changelogs' / 'fragments' / 'zz-bad.yml').write_text('fixes:\n  - not a section\n', encoding='utf-8')
     result = tool('--check', '--collection', copy)
     assert result.returncode != 0 and 'fixes' in result.stdout + result.stderr
+
+
+def test_no_plugin_is_added_after_the_collections_version():
+    """A version_added beyond galaxy.yml's version leaves the plugin out of the changelog's New Plugins and New
+    Modules (antsibull-changelog lists what the release being made adds)."""
+    import re
+
+    import yaml
+
+    version = str(yaml.safe_load((REPO / 'galaxy.yml').read_text(encoding='utf-8'))['version'])
+
+    def key(text):
+        return tuple(int(part) for part in text.split('.'))
+
+    later = []
+    for path in sorted((REPO / 'plugins').rglob('*')):
+        if path.suffix not in ('.py', '.yml') or '__pycache__' in path.parts:
+            continue
+        for found in re.finditer(r'^\s*version_added:\s*["\']?([0-9.]+)', path.read_text(encoding='utf-8'), re.M):
+            if key(found.group(1)) > key(version):
+                later.append('%s: %s' % (path.relative_to(REPO), found.group(1)))
+    assert later == [], 'galaxy.yml is %s: %s' % (version, later)
