@@ -17,8 +17,9 @@ from ansible.errors import AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.eagle3.extraction.plugins.module_utils.converged_differs import NOT_COMPARED
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.converged_inputs import (
-    NOT_COMPARED, collection_code_sha256, input_names, inputs_sha256, listed)
+    collection_code_sha256, input_names, inputs_sha256, listed)
 
 MODULE = 'eagle3.extraction.converged_state'
 NOT_GIVEN = object()

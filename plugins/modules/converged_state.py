@@ -230,6 +230,7 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.eagle3.extraction.plugins.module_utils.converged_differs import NOT_COMPARED
 from ansible_collections.eagle3.extraction.plugins.module_utils.extraction_report import config_output_dir, read_status
 from ansible_collections.eagle3.extraction.plugins.module_utils.file_digest import fingerprint
 from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import health, unit_properties
@@ -302,7 +303,7 @@ def job_problems(shards):
 def check(module, params):
     inputs = params['inputs']
     if not params['compare']:
-        module.exit_json(changed=False, converged=False, differs=['not compared'], stamp=None, inputs=inputs)
+        module.exit_json(changed=False, converged=False, differs=[NOT_COMPARED], stamp=None, inputs=inputs)
     stamp = read_stamp(params['path'])
     if stamp is None:
         module.exit_json(changed=False, converged=False, differs=['stamp'], stamp=None, inputs=inputs)

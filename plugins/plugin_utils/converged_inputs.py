@@ -13,6 +13,7 @@ import os
 import re
 
 from ansible_collections.eagle3.extraction.plugins.filter.rollout_refusal import no_answer
+from ansible_collections.eagle3.extraction.plugins.module_utils.converged_differs import NODE_DID_NOT_ANSWER, NOT_RUNNING
 
 # the collection's root: plugins/plugin_utils/<this file>
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -60,11 +61,6 @@ def inputs_sha256(values, code):
     return hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()
 
 
-# converged_state's differs when the host is not compared: extract_force (compare=false), or its
-# hypervisor's pct_list answer (listing) does not let it be
-NOT_COMPARED = 'not compared'
-NODE_DID_NOT_ANSWER = 'node did not answer'
-NOT_RUNNING = 'not running'
 
 
 def listed(listing, vmid):
