@@ -50,12 +50,21 @@ def fingerprint(watch):
     """sha256 of everything ``watch`` names, as it is now: ``files`` and ``globs`` by content,
     ``names`` by the names that match, ``trees`` by the names and sizes of their files (each key
     optional)."""
-    seen = {
+    return _hashed({
         'files': dict((path, digest(path)) for path in watch.get('files', [])),
         'globs': dict((pattern, dict((path, digest(path)) for path in sorted(glob.glob(pattern, recursive=True))))
                       for pattern in watch.get('globs', [])),
         'names': dict((pattern, sorted(os.path.basename(path) for path in glob.glob(pattern)))
                       for pattern in watch.get('names', [])),
         'trees': dict((directory, tree(directory)) for directory in watch.get('trees', [])),
-    }
+    })
+
+
+def files_fingerprint(digests):
+    """``fingerprint({'files': [...]})`` of files whose sha256 was read elsewhere: ``digests`` is ``{path: hex
+    sha256, or None when the file cannot be read}`` (pct_list's action reads them with sha256sum on the node)."""
+    return _hashed({'files': dict(digests), 'globs': {}, 'names': {}, 'trees': {}})
+
+
+def _hashed(seen):
     return hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()

@@ -17,6 +17,9 @@ description:
     RV(config_states), the value M(eagle3.extraction.converged_state) returns with
     O(eagle3.extraction.converged_state#module:mode=digest) for that one file, so that the converged check of
     C(extract.yml) compares a container's configuration with the one recorded without another call to the node.
+  - An action plugin. The node runs one shell command (C(pct list), then C(sha256sum) of the configuration files)
+    and no Python; its output is read on the controller. C(extract.yml) lists every hypervisor's containers on
+    every run, and a module there cost more than pct itself.
   - Reads only.
   - A C(pct) that fails or hangs fails the task with pct's exit code and error output (RV(rc), RV(stderr)).
 author:
@@ -24,22 +27,29 @@ author:
 options:
   pct_path:
     description:
-      - Path of the C(pct) program.
-    type: path
+      - Path of the C(pct) program on the node, absolute.
+    type: str
     default: /usr/sbin/pct
   command_timeout:
     description:
-      - Seconds C(pct list) may take.
+      - Seconds C(pct list) may take (1 to 86400); then it gets TERM, and KILL 5 seconds later.
     type: int
     default: 120
   conf_dir:
     description:
-      - Where the node keeps its containers' configuration files (C(<vmid>.conf)).
-    type: path
+      - Where the node keeps its containers' configuration files (C(<vmid>.conf)), absolute.
+    type: str
     default: /etc/pve/lxc
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
 attributes:
+  action:
+    support: full
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
   check_mode:
     support: full
     details: Reads only, so check mode runs it unchanged.
@@ -48,7 +58,7 @@ attributes:
   platform:
     platforms: posix
 requirements:
-  - A Proxmox VE node (C(pct)).
+  - A Proxmox VE node (C(pct)), with a POSIX shell and GNU coreutils (C(timeout), C(sha256sum)), as Proxmox VE has.
 notes:
   - V(changed) is always V(false).
 seealso:
@@ -87,57 +97,13 @@ config_states:
   type: dict
   sample: {'101': 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08}
 rc:
-  description: pct's exit code.
+  description: pct's exit code; null when it timed out or could not be run.
   returned: always
   type: int
   sample: 0
 stderr:
-  description: What pct printed on its error output.
+  description: What pct (or the node's shell, or C(timeout)) printed on its error output.
   returned: always
   type: str
   sample: ''
 """
-
-import os
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.eagle3.extraction.plugins.module_utils import command
-from ansible_collections.eagle3.extraction.plugins.module_utils.file_digest import fingerprint
-from ansible_collections.eagle3.extraction.plugins.module_utils.pct import PctOutputError, parse_list
-
-
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            pct_path=dict(type='path', default='/usr/sbin/pct'),
-            command_timeout=dict(type='int', default=120),
-            conf_dir=dict(type='path', default='/etc/pve/lxc'),
-        ),
-        supports_check_mode=True,
-    )
-    argv = [module.params['pct_path'], 'list']
-    if module.params['command_timeout'] < 1:
-        module.fail_json(msg='command_timeout: %s is not a number of seconds >= 1' % module.params['command_timeout'])
-    try:
-        rc, out, err = command.run(argv, module.params['command_timeout'])
-    except command.CommandTimeout as exc:
-        module.fail_json(msg=str(exc), rc=None, stderr='')
-    except OSError as exc:
-        module.fail_json(msg='pct_path %s cannot be run: %s' % (argv[0], exc.strerror or exc), rc=None, stderr='')
-    if rc != 0:
-        module.fail_json(msg='%s failed with exit code %d: %s' % (command.shown(argv), rc, err.strip()),
-                         rc=rc, stderr=err)
-    try:
-        containers = parse_list(out)
-    except PctOutputError as exc:
-        module.fail_json(msg=str(exc), rc=rc, stderr=err)
-    conf_dir = module.params['conf_dir']
-    module.exit_json(changed=False, rc=rc, stderr=err,
-                     containers=dict((str(vmid), values) for vmid, values in sorted(containers.items())),
-                     config_states=dict((str(vmid), fingerprint({'files': [os.path.join(conf_dir, '%d.conf' % vmid)]}))
-                                        for vmid in sorted(containers)),
-                     running=sorted(vmid for vmid, values in containers.items() if values['status'] == 'running'))
-
-
-if __name__ == '__main__':
-    main()

@@ -61,8 +61,6 @@ def inputs_sha256(values, code):
     return hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()
 
 
-
-
 def listed(listing, vmid):
     """(why the container is not compared, or None; its configuration fingerprint) from its hypervisor's pct_list
     result ``listing`` (None when the hypervisor is not in this run; failed or unreachable when it did not answer)."""
