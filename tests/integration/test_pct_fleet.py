@@ -29,6 +29,8 @@ JOB_DIR = '/srv/eagle3-extraction/%s' % JOB
 SERVER_UNIT = 'sglang-extraction.service'
 PORT = 8000
 TABLE_TASK = 'Print one line per extraction server, then each failure and its cause'
+# ansible-runner's events of a task's result on a host
+RESULTS = ('runner_on_ok', 'runner_on_failed', 'runner_on_skipped', 'runner_on_unreachable')
 
 
 pytestmark = FLEET
@@ -73,9 +75,9 @@ def failures(runner):
 
 
 def host_events(runner, host, play):
-    """(event, task) of each result of host in the play, in order."""
+    """(event, task) of each result of host in the play, in order (ok, changed, failed, skipped, unreachable)."""
     return [(event['event'], event['event_data'].get('task')) for event in runner.events
-            if event.get('event', '').startswith('runner_on_') and event['event_data'].get('host') == host
+            if event.get('event') in RESULTS and event['event_data'].get('host') == host
             and event['event_data'].get('play') == play]
 
 
