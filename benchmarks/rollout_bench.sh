@@ -6,6 +6,7 @@
 #   every role (extract_force) on 1 container: tasks and seconds       goal <= 50 tasks, <= 20 s
 #   3 hosts           vs  1 host (with its hypervisor), every role (extract_force) and
 #                         converged                                  goal <= 1.5x
+#   reference: 30 pings (benchmarks/pings.yml) on 3 containers vs 1: Ansible's own ratio on this machine
 # Prints a Markdown table (docs/benchmarks.md has the last one), and the least the 3-container runs could take on
 # this machine, whose cores the fleet's hosts share with the controller.
 #   bash benchmarks/rollout_bench.sh        (needs `make fleet`)
@@ -71,6 +72,7 @@ read -r noop rerun noop_cpu rerun_cpu < <(paired benchmarks/noop.yml extract.yml
 read -r one three one_cpu three_cpu < <(paired "extract.yml --limit ct1,pve1,localhost -e extract_force=true" \
   "extract.yml -e extract_force=true")
 read -r one_conv rerun3 one_conv_cpu rerun3_cpu < <(paired "extract.yml --limit ct1,pve1,localhost" extract.yml)
+read -r one_ping three_ping one_ping_cpu three_ping_cpu < <(paired "benchmarks/pings.yml --limit ct1" benchmarks/pings.yml)
 one_tasks=$(tasks_of ct1 extract.yml --limit ct1,pve1,localhost -e extract_force=true)
 cores=$(nproc)
 
@@ -89,8 +91,10 @@ cat <<TABLE
 | extract.yml, every role (extract_force), 3 containers | $three | $three_cpu | $(busy "$three_cpu" "$three") | $(ratio "$three" "$one") x 1 container | <= 1.5x |
 | extract.yml, converged re-run, 1 container | $one_conv | $one_conv_cpu | $(busy "$one_conv_cpu" "$one_conv") | 1 | |
 | extract.yml, converged re-run, 3 containers (paired with the row above) | $rerun3 | $rerun3_cpu | $(busy "$rerun3_cpu" "$rerun3") | $(ratio "$rerun3" "$one_conv") x 1 container | <= 1.5x |
+| reference: 30 pings (benchmarks/pings.yml), 1 container | $one_ping | $one_ping_cpu | $(busy "$one_ping_cpu" "$one_ping") | 1 | |
+| reference: 30 pings, 3 containers | $three_ping | $three_ping_cpu | $(busy "$three_ping_cpu" "$three_ping") | $(ratio "$three_ping" "$one_ping") x 1 container | |
 
 The least three containers can take against one on this machine ($cores cores, shared by the controller and the
-fleet's hosts): their CPU seconds over $cores cores busy all the time, against one container's wall seconds:
-every role $(floor "$three_cpu" "$one")x, converged $(floor "$rerun3_cpu" "$one_conv")x.
+fleet's hosts), their CPU seconds over $cores cores busy all the time against one container's wall seconds:
+every role $(floor "$three_cpu" "$one")x, converged $(floor "$rerun3_cpu" "$one_conv")x, the pings $(floor "$three_ping_cpu" "$one_ping")x.
 TABLE
