@@ -16,11 +16,11 @@ import re
 import shlex
 import uuid
 
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.file_digest import files_fingerprint
 from ansible_collections.eagle3.extraction.plugins.module_utils.pct import PctOutputError, parse_list
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.action_args import validated
 
 ARGUMENT_SPEC = {
     'pct_path': {'type': 'str', 'default': '/usr/sbin/pct'},
@@ -106,11 +106,10 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        validated = ArgumentSpecValidator(ARGUMENT_SPEC).validate(self._task.args)
-        problems = validated.error_messages or input_problems(validated.validated_parameters)
-        if problems:
-            return dict(result, failed=True, msg='pct_list: %s' % '; '.join(problems))
-        args = validated.validated_parameters
+        args, error = validated('pct_list', ARGUMENT_SPEC, self._task.args)
+        problems = [] if error else input_problems(args)
+        if error or problems:
+            return dict(result, failed=True, msg=error or 'pct_list: %s' % '; '.join(problems))
         # a line pct cannot print: where its output ends and its exit code is
         marker = 'eagle3-pct-list-%s' % uuid.uuid4().hex
         answer = self._low_level_execute_command(shell_command(args, marker), sudoable=True)

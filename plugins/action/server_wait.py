@@ -21,10 +21,10 @@ from __future__ import annotations
 import os
 
 from ansible import constants as C
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.action_args import validated
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_wait import (
     Board, failure_message, progress_line, verdict)
 
@@ -55,10 +55,9 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        validated = ArgumentSpecValidator(ARGUMENT_SPEC).validate(self._task.args)
-        if validated.error_messages:
-            return dict(result, failed=True, msg='server_wait: %s' % '; '.join(validated.error_messages))
-        args = validated.validated_parameters
+        args, error = validated('server_wait', ARGUMENT_SPEC, self._task.args)
+        if error:
+            return dict(result, failed=True, msg=error)
         node = task_vars['inventory_hostname']
         nodes = args['nodes'] or [node]
         if node not in nodes:

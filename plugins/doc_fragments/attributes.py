@@ -22,3 +22,16 @@ attributes:
     support: N/A
     platforms: linux
 '''
+
+    # A module whose action plugin does the work from the controller (copy_tree, pct_list), run once a host
+    # (extends_documentation_fragment: eagle3.extraction.attributes.action, after ansible.builtin.action_common_attributes
+    # and its .flow, which describe each attribute)
+    ACTION = r'''
+attributes:
+  action:
+    support: full
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
+'''

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import abc
 
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
+
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.action_args import validated
 
 
 class ControllerCheck(ActionBase):
@@ -24,11 +25,10 @@ class ControllerCheck(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        validated = ArgumentSpecValidator(self.ARGUMENT_SPEC).validate(self._task.args)
-        if validated.error_messages:
-            name = self._task.action.rsplit('.', 1)[-1]
-            return dict(result, failed=True, msg='%s: %s' % (name, '; '.join(validated.error_messages)))
-        return self.check(validated.validated_parameters, task_vars, result)
+        args, error = validated(self._task.action.rsplit('.', 1)[-1], self.ARGUMENT_SPEC, self._task.args)
+        if error:
+            return dict(result, failed=True, msg=error)
+        return self.check(args, task_vars, result)
 
     @abc.abstractmethod
     def check(self, args, task_vars, result):
