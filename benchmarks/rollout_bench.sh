@@ -76,8 +76,6 @@ read -r one_ping three_ping one_ping_cpu three_ping_cpu < <(paired "benchmarks/p
 one_tasks=$(tasks_of ct1 extract.yml --limit ct1,pve1,localhost -e extract_force=true)
 cores=$(nproc)
 
-# the cores a run kept busy on average: its CPU seconds over its wall seconds
-busy() { awk -v c="$1" -v w="$2" 'BEGIN {printf "%.2f", c / w}'; }
 # the least the 3-container run could take against the 1-container one on this machine: its CPU seconds
 # spread over every core all the time, against the 1-container run's wall seconds
 floor() { awk -v c="$1" -v n="$cores" -v w="$2" 'BEGIN {printf "%.2f", c / n / w}'; }
@@ -85,14 +83,14 @@ floor() { awk -v c="$1" -v n="$cores" -v w="$2" 'BEGIN {printf "%.2f", c / n / w
 cat <<TABLE
 | case | seconds (median of $REPEAT) | CPU seconds, all processes (median) | cores busy | ratio | goal |
 | --- | ---: | ---: | ---: | ---: | --- |
-| no-op play: one ping on 2 hypervisors + 3 containers | $noop | $noop_cpu | $(busy "$noop_cpu" "$noop") | 1 | |
-| extract.yml, converged re-run, 3 containers | $rerun | $rerun_cpu | $(busy "$rerun_cpu" "$rerun") | $(ratio "$rerun" "$noop") x no-op | <= 1.5x |
-| extract.yml, every role (extract_force), 1 container ($one_tasks tasks on it) | $one | $one_cpu | $(busy "$one_cpu" "$one") | 1 | <= 20 s, <= 50 tasks |
-| extract.yml, every role (extract_force), 3 containers | $three | $three_cpu | $(busy "$three_cpu" "$three") | $(ratio "$three" "$one") x 1 container | <= 1.5x |
-| extract.yml, converged re-run, 1 container | $one_conv | $one_conv_cpu | $(busy "$one_conv_cpu" "$one_conv") | 1 | |
-| extract.yml, converged re-run, 3 containers (paired with the row above) | $rerun3 | $rerun3_cpu | $(busy "$rerun3_cpu" "$rerun3") | $(ratio "$rerun3" "$one_conv") x 1 container | <= 1.5x |
-| reference: 30 pings (benchmarks/pings.yml), 1 container | $one_ping | $one_ping_cpu | $(busy "$one_ping_cpu" "$one_ping") | 1 | |
-| reference: 30 pings, 3 containers | $three_ping | $three_ping_cpu | $(busy "$three_ping_cpu" "$three_ping") | $(ratio "$three_ping" "$one_ping") x 1 container | |
+| no-op play: one ping on 2 hypervisors + 3 containers | $noop | $noop_cpu | $(ratio "$noop_cpu" "$noop") | 1 | |
+| extract.yml, converged re-run, 3 containers | $rerun | $rerun_cpu | $(ratio "$rerun_cpu" "$rerun") | $(ratio "$rerun" "$noop") x no-op | <= 1.5x |
+| extract.yml, every role (extract_force), 1 container ($one_tasks tasks on it) | $one | $one_cpu | $(ratio "$one_cpu" "$one") | 1 | <= 20 s, <= 50 tasks |
+| extract.yml, every role (extract_force), 3 containers | $three | $three_cpu | $(ratio "$three_cpu" "$three") | $(ratio "$three" "$one") x 1 container | <= 1.5x |
+| extract.yml, converged re-run, 1 container | $one_conv | $one_conv_cpu | $(ratio "$one_conv_cpu" "$one_conv") | 1 | |
+| extract.yml, converged re-run, 3 containers (paired with the row above) | $rerun3 | $rerun3_cpu | $(ratio "$rerun3_cpu" "$rerun3") | $(ratio "$rerun3" "$one_conv") x 1 container | <= 1.5x |
+| reference: 30 pings (benchmarks/pings.yml), 1 container | $one_ping | $one_ping_cpu | $(ratio "$one_ping_cpu" "$one_ping") | 1 | |
+| reference: 30 pings, 3 containers | $three_ping | $three_ping_cpu | $(ratio "$three_ping_cpu" "$three_ping") | $(ratio "$three_ping" "$one_ping") x 1 container | |
 
 The least three containers can take against one on this machine ($cores cores, shared by the controller and the
 fleet's hosts), their CPU seconds over $cores cores busy all the time against one container's wall seconds:

@@ -18,6 +18,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.converged_differs import NOT_COMPARED
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_vmid
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.converged_inputs import (
     collection_code_sha256, input_names, inputs_sha256, listed)
 
@@ -46,7 +47,7 @@ class ActionModule(ActionBase):
             return NOT_COMPARED
         if listing is NOT_GIVEN:
             return None
-        reason, state = listed(listing, int(args['vmid']))
+        reason, state = listed(listing, inventory_vmid(args['vmid']))
         if reason is None:
             args['expect'] = dict(args.get('expect') or {}, node=state)
         return reason
@@ -59,7 +60,7 @@ class ActionModule(ActionBase):
         # the node's answer is read here; the host needs none of it
         listing = args.pop('listing', NOT_GIVEN)
         if args.get('mode', 'check') == 'check':
-            if listing is not NOT_GIVEN and args.get('vmid') is None:
+            if listing is not NOT_GIVEN and inventory_vmid(args.get('vmid')) is None:
                 return dict(result, failed=True, msg="converged_state: listing needs vmid, the container's ID on its node")
             if not args.get('inputs'):
                 args['inputs'] = self.inputs(args.get('inputs_from') or [], task_vars)

@@ -20,6 +20,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.file_digest import files_fingerprint
 from ansible_collections.eagle3.extraction.plugins.module_utils.pct import PctOutputError, parse_list
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.action_args import validated
 
 ARGUMENT_SPEC = {
@@ -43,7 +44,7 @@ def input_problems(args):
     for name in ('pct_path', 'conf_dir'):
         value = args[name]
         if not posixpath.isabs(value) or any(ord(c) < 32 or ord(c) == 127 for c in value):
-            problems.append('%s: %r is not an absolute path' % (name, value))
+            problems.append('%s: %s is not an absolute path' % (name, show(value)))
     if not 1 <= args['command_timeout'] <= 86400:
         problems.append('command_timeout: %s is not a number of seconds from 1 to 86400' % args['command_timeout'])
     return problems

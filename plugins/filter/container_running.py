@@ -48,15 +48,13 @@ _value:
 '''
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_vmid
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.converged_inputs import listed
 
 
 def container_running(listing, vmid):
-    try:
-        number = int(vmid)
-    except (TypeError, ValueError):
-        number = 0
-    if isinstance(vmid, bool) or number < 1 or str(number) != str(vmid):
+    number = inventory_vmid(vmid)
+    if number is None or number < 1:
         raise AnsibleFilterError('container_running: vmid must be a positive integer, not %r' % (vmid,))
     why, _state = listed(listing, number)
     return why is None

@@ -49,6 +49,12 @@ def inventory_int(value, digits):
     return None
 
 
+def inventory_vmid(value):
+    """A container ID as an inventory may write it (inventory_int, as many digits as VMID_MAX has), or None; its
+    range is vmid_error's."""
+    return inventory_int(value, len(str(VMID_MAX)))
+
+
 def _strings(value, where):
     """(where, string) for every string in value, walking lists and dicts (keys too)."""
     if isinstance(value, str):

@@ -13,7 +13,7 @@ container: ``connection_errors`` refuses that, in the inventory check and the pr
 
 from __future__ import annotations
 
-from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_vmid, show
 
 PCT_CONNECTION = 'community.proxmox.proxmox_pct_remote'
 # what the rules below read of a container, besides its proxmox_container_node and _vmid
@@ -23,10 +23,6 @@ READ = ('ansible_connection', 'ansible_host', 'proxmox_vmid')
 def through_pct(values):
     """Whether the host is reached through its hypervisor (its ansible_host is the node's)."""
     return values.get('ansible_connection') == PCT_CONNECTION
-
-
-def _vmid(value):
-    return inventory_int(value, 9)
 
 
 def connection_errors(host, values, node_address):
@@ -39,13 +35,13 @@ def connection_errors(host, values, node_address):
         return []
     errors = []
     node = values.get('proxmox_container_node')
-    vmid = _vmid(values.get('proxmox_container_vmid'))
+    vmid = inventory_vmid(values.get('proxmox_container_vmid'))
     how = 'ansible_connection=%s runs its commands as `pct exec <proxmox_vmid>` on the node it SSHes to' \
         % PCT_CONNECTION
     if 'proxmox_vmid' not in values:
         errors.append('%s: proxmox_vmid is not set; %s: set it to proxmox_container_vmid (%s)'
                       % (host, how, show(values.get('proxmox_container_vmid'))))
-    elif vmid is not None and _vmid(values['proxmox_vmid']) != vmid:
+    elif vmid is not None and inventory_vmid(values['proxmox_vmid']) != vmid:
         errors.append('%s: proxmox_vmid=%s is not proxmox_container_vmid=%s; %s, so every task would run in another '
                       'container: give both the same id' % (host, show(values['proxmox_vmid']), vmid, how))
     found = values.get('ansible_host') or host

@@ -88,3 +88,12 @@ def test_no_plugin_reads_ansible_core_private_state():
 ])
 def test_inventory_int_takes_an_int_or_its_digits_and_nothing_else(value, digits, expected):
     assert inventory_int(value, digits) == expected
+
+
+@pytest.mark.parametrize('value, wanted', [
+    (101, 101), ('101', 101), ('999999999', 999999999), ('1000000000', None), ('101\n', None), ('1e3', None),
+    ('', None), (None, None), (True, None), (1.5, None), ('-1', None),
+])
+def test_inventory_vmid_reads_an_id_as_an_inventory_writes_it(value, wanted):
+    from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_vmid
+    assert inventory_vmid(value) == wanted
