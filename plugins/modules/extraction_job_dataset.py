@@ -99,11 +99,11 @@ import sqlite3
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.eagle3.extraction.plugins.module_utils.file_digest import file_sha256
-from ansible_collections.eagle3.extraction.plugins.module_utils.extraction_report import shard_dirs
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_files import MANIFEST
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_layout import shard_dirs
 
 SHA256_RE = re.compile(r'[0-9a-f]{64}')
-# the job's manifest (eagle3_extraction_job/manifest.py): its name in a shard dir, the meta key of the dataset
-MANIFEST = 'manifest.sqlite'
+# the meta key of the dataset in the job's manifest (eagle3_extraction_job/manifest.py)
 PIN = 'dataset_sha256'
 
 

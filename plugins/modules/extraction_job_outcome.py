@@ -73,7 +73,8 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.eagle3.extraction.plugins.module_utils.extraction_report import config_output_dir, read_status
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_files import config_output_dir
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_status import read_status
 from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import log_tail, unit_properties
 
 RUNNING = ('active', 'activating', 'reloading')

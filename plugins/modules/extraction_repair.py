@@ -77,7 +77,9 @@ lines:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.eagle3.extraction.plugins.module_utils import extraction_report
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_files import MISSING
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_layout import shard_dirs
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_repair import repair_lines, repair_shard
 
 
 def main():
@@ -89,17 +91,16 @@ def main():
     if not os.path.isabs(job_dir) or os.path.normpath(job_dir) == '/':
         module.fail_json(msg='job_dir=%r: expected an absolute path other than /' % job_dir)
     try:
-        shards = [extraction_report.repair_shard(d, module.params['checksums'], module.check_mode)
-                  for d in extraction_report.shard_dirs(job_dir)]
+        shards = [repair_shard(d, module.params['checksums'], module.check_mode) for d in shard_dirs(job_dir)]
     except OSError as exc:
         module.fail_json(msg='cannot repair under job_dir=%r: %s' % (job_dir, exc))
     module.exit_json(
         changed=any(s['moved'] for s in shards) or (module.check_mode and any(
-            r['problem'] != extraction_report.MISSING for s in shards for r in s['redo'])),
+            r['problem'] != MISSING for s in shards for r in s['redo'])),
         shards=shards,
         start_shards=sorted({s['shard_index'] for s in shards if s['start'] and s['shard_index'] is not None}),
         busy=[s['shard_dir'] for s in shards if s['busy']],
-        lines=extraction_report.repair_lines(shards))
+        lines=repair_lines(shards))
 
 
 if __name__ == '__main__':

@@ -74,7 +74,9 @@ totals:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.eagle3.extraction.plugins.module_utils import extraction_report
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_layout import shard_dirs
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_status import read_status
+from ansible_collections.eagle3.extraction.plugins.module_utils.status_table import status_table
 
 
 def main():
@@ -88,13 +90,13 @@ def main():
         job_dir = module.params['job_dir']
         if not os.path.isabs(job_dir) or os.path.normpath(job_dir) == '/':
             module.fail_json(msg='job_dir=%r: expected an absolute path other than /' % job_dir)
-        statuses = [extraction_report.read_status(d) for d in extraction_report.shard_dirs(job_dir)]
+        statuses = [read_status(d) for d in shard_dirs(job_dir)]
         module.exit_json(changed=False, statuses=statuses)
     for n, report in enumerate(module.params['reports']):
         if not isinstance(report.get('host'), str) or not (
                 isinstance(report.get('statuses'), list) or report.get('error')):
             module.fail_json(msg='reports[%d]: expected {host, statuses} or {host, error}' % n)
-    module.exit_json(changed=False, **extraction_report.status_table(module.params['reports']))
+    module.exit_json(changed=False, **status_table(module.params['reports']))
 
 
 if __name__ == '__main__':

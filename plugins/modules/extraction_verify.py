@@ -93,7 +93,9 @@ msg:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.eagle3.extraction.plugins.module_utils import extraction_report
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_layout import shard_dirs
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_verify import verify_shard
+from ansible_collections.eagle3.extraction.plugins.module_utils.verify_union import verified_message, verify_union
 
 
 def main():
@@ -108,19 +110,18 @@ def main():
         job_dir = module.params['job_dir']
         if not os.path.isabs(job_dir) or os.path.normpath(job_dir) == '/':
             module.fail_json(msg='job_dir=%r: expected an absolute path other than /' % job_dir)
-        shards = [extraction_report.verify_shard(d, module.params['checksums'])
-                  for d in extraction_report.shard_dirs(job_dir)]
+        shards = [verify_shard(d, module.params['checksums']) for d in shard_dirs(job_dir)]
         problems = [p for s in shards for p in s['problems']]
         # a host's own problems are reported by the union step with the others'
         module.exit_json(changed=False, shards=shards, problems=problems)
     for n, report in enumerate(module.params['reports']):
         if not isinstance(report.get('host'), str) or not isinstance(report.get('shards'), list):
             module.fail_json(msg='reports[%d]: expected {host, shards}' % n)
-    result = extraction_report.verify_union(module.params['reports'])
+    result = verify_union(module.params['reports'])
     if result['problems']:
         module.fail_json(msg='%d problem(s): %s' % (len(result['problems']), '; '.join(result['problems'][:20])),
                          changed=False, **result)
-    module.exit_json(changed=False, msg=extraction_report.verified_message(result), **result)
+    module.exit_json(changed=False, msg=verified_message(result), **result)
 
 
 if __name__ == '__main__':

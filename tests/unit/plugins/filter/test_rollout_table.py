@@ -10,7 +10,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.eagle3.extraction.plugins.filter.rollout_converged import rollout_converged
 from ansible_collections.eagle3.extraction.plugins.filter.rollout_table import rollout_table
-from ansible_collections.eagle3.extraction.plugins.module_utils.extraction_report import status_table
+from ansible_collections.eagle3.extraction.plugins.module_utils.status_table import status_table
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.host_plan import READ, plan
 
 GPUS = '2 x NVIDIA H200'

@@ -1,0 +1,118 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Proving one shard's output on its host: manifest == files == card (extraction_verify with job_dir).
+verify_union adds the hosts' reports up on the controller."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_files import (
+    MANIFEST, MISSING, file_problem, read_card, read_manifest)
+
+FAILURES_SHOWN = 10
+# the dataset's bad lines named in verify's summary (the cards name up to as many each)
+BAD_LINES_SHOWN = 10
+META = 'SELECT key, value FROM meta'
+SAMPLES = 'SELECT sample_id, path, state, tokens, bytes, sha256 FROM samples ORDER BY idx'
+FAILURES = 'SELECT sample_id, attempts, reason FROM failures ORDER BY at'
+
+
+def _count_done_files(report, shard_dir, rows, checksums):
+    """Count each ``done`` row whose file is sound into the report, and name every other; returns the
+    paths the manifest lists."""
+    listed = set()
+    for sample_id, relpath, state, tokens, nbytes, sha in rows:
+        listed.add(os.path.normpath(relpath))
+        if state != 'done':
+            report['problems'].append('%s: %s is half-written (state %s): run the job again to redo it'
+                                      % (sample_id, relpath, state))
+            continue
+        problem = file_problem(shard_dir, relpath, nbytes, sha, checksums)
+        if problem:
+            report['problems'].append('%s: %s %s' % (sample_id, relpath, problem))
+            if problem == MISSING:
+                continue
+        report['ids'].append(sample_id)
+        report['samples'] += 1
+        report['tokens'] += tokens
+        report['bytes'] += nbytes
+    return listed
+
+
+def _failure_problems(failures, manifest):
+    """A sample the server refused (or whose dump was rejected) is not in the output: say why."""
+    problems = ['%s: not extracted, its last try failed (%d tries): %s' % (sample_id, attempts, reason)
+                for sample_id, attempts, reason in failures[:FAILURES_SHOWN]]
+    if len(failures) > FAILURES_SHOWN:
+        problems.append('%d more samples failed (the failures table of %s)' % (len(failures) - FAILURES_SHOWN, manifest))
+    return problems
+
+
+def _stray_files(shard_dir, listed):
+    """The partial files, and the .ckpt files the manifest does not list (the rejected dumps aside)."""
+    problems = []
+    for root, dirs, files in os.walk(shard_dir):
+        dirs[:] = [d for d in dirs if d != 'rejected']
+        for name in files:
+            rel = os.path.normpath(os.path.relpath(os.path.join(root, name), shard_dir))
+            if name.endswith('.tmp'):
+                problems.append('%s: a partial file' % rel)
+            elif name.endswith('.ckpt') and rel not in listed:
+                problems.append('%s: a .ckpt file the manifest does not list' % rel)
+    return problems
+
+
+def _card_problems(card, report, meta, shard_dir):
+    """Where the dataset card and the files or the manifest disagree, or the shard is not finished."""
+    problems = ['dataset_card.json says %s=%s, the files hold %s' % (key, card.get(key), report[key])
+                for key in ('samples', 'tokens', 'bytes') if card.get(key) != report[key]]
+    if card.get('dataset_sha256') != meta.get('dataset_sha256'):
+        problems.append('dataset_card.json and the manifest name different datasets')
+    if not card.get('complete'):
+        problems.append('%s: the job has not finished this shard (%s of %s samples)'
+                        % (shard_dir, report['samples'], card.get('shard_samples')))
+    elif card.get('shard_samples') != report['samples']:
+        problems.append('%s: %s samples, the shard has %s' % (shard_dir, report['samples'], card.get('shard_samples')))
+    return problems
+
+
+def _read_card(report, shard_dir, meta):
+    """The card into the report, with the dataset's bad lines it counts and names, and what it disagrees on."""
+    try:
+        card = read_card(shard_dir)
+    except (OSError, ValueError) as exc:
+        report['problems'].append('%s: no readable dataset_card.json (%s)' % (shard_dir, exc))
+        card = {}
+    report['card'] = card
+    # the dataset's lines that are no sample: not a problem of the output, but said in the summary
+    bad_lines = card.get('bad_lines')
+    report['bad_lines'] = bad_lines if isinstance(bad_lines, int) and not isinstance(bad_lines, bool) else 0
+    shown = card.get('bad_lines_shown')
+    report['bad_lines_shown'] = [str(b) for b in shown][:BAD_LINES_SHOWN] if isinstance(shown, list) else []
+    if card:
+        report['problems'].extend(_card_problems(card, report, meta, shard_dir))
+
+
+def verify_shard(shard_dir, checksums=True):
+    """Prove one shard's output: manifest == files == card. Returns a report with ``problems``."""
+    problems = []
+    report = {'shard_dir': shard_dir, 'ids': [], 'samples': 0, 'tokens': 0, 'bytes': 0, 'problems': problems}
+    manifest = os.path.join(shard_dir, MANIFEST)
+    if not os.path.isfile(manifest):
+        problems.append('%s: no manifest.sqlite' % shard_dir)
+        return report
+    try:
+        meta, rows, failures = read_manifest(manifest, META, SAMPLES, FAILURES)
+    except sqlite3.Error as exc:
+        problems.append('%s: cannot be read as the job\'s manifest: %s' % (manifest, exc))
+        return report
+    meta = report['meta'] = dict(meta)
+    listed = _count_done_files(report, shard_dir, rows, checksums)
+    report['failed'] = len(failures)
+    problems.extend(_failure_problems(failures, manifest))
+    problems.extend(_stray_files(shard_dir, listed))
+    _read_card(report, shard_dir, meta)
+    return report

@@ -1,0 +1,55 @@
+# -*- coding: utf-8 -*-
+# Copyright: eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""module_utils/shard_verify: one shard's output proven on its host (the samples the job could not
+extract with their reasons, a damaged card or manifest)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_verify import FAILURES_SHOWN, verify_shard
+from job_package import job_manifest  # tests/unit/job_package.py
+
+
+def shard_with_failures(tmp_path, failed):
+    shard = tmp_path / 'testjob' / 'shard-0'
+    m = job_manifest().open_manifest(str(shard))
+    m.pin(job='testjob', shard_index=0, shard_count=1, dataset_sha256='d' * 64)
+    for n in range(failed):
+        m.record_failure('s%05d' % n, 'refused by the server: HTTP 400: longer than the context')
+    m.close()
+    (shard / 'dataset_card.json').write_text(json.dumps(
+        {'samples': 0, 'tokens': 0, 'bytes': 0, 'dataset_sha256': 'd' * 64, 'complete': False,
+         'shard_samples': failed}))
+    return str(shard)
+
+
+def test_verify_names_each_sample_that_failed_and_why(tmp_path):
+    report = verify_shard(shard_with_failures(tmp_path, 2))
+    assert report['failed'] == 2
+    failed_lines = [p for p in report['problems'] if 'not extracted' in p]
+    assert len(failed_lines) == 2
+    assert failed_lines[0].startswith('s00000: not extracted') and 'longer than the context' in failed_lines[0]
+
+
+def test_verify_shows_a_bounded_number_of_failures_and_counts_the_rest(tmp_path):
+    report = verify_shard(shard_with_failures(tmp_path, FAILURES_SHOWN + 5))
+    assert len([p for p in report['problems'] if 'not extracted' in p]) == FAILURES_SHOWN
+    assert any(p.startswith('5 more samples failed') for p in report['problems'])
+
+
+def test_a_fifo_in_place_of_the_card_does_not_hang(tmp_path):
+    shard = shard_with_failures(tmp_path, 0)
+    os.unlink(os.path.join(shard, 'dataset_card.json'))
+    os.mkfifo(os.path.join(shard, 'dataset_card.json'))
+    assert any('no readable dataset_card.json (not a regular file)' in p for p in verify_shard(shard)['problems'])
+
+
+def test_a_manifest_that_is_not_a_database_is_named_with_its_path(tmp_path):
+    shard = tmp_path / 'shard-0'
+    shard.mkdir()
+    (shard / 'manifest.sqlite').write_bytes(b'not sqlite at all' * 100)
+    (problem,) = verify_shard(str(shard))['problems']
+    assert problem.startswith(str(shard / 'manifest.sqlite') + ": cannot be read as the job's manifest")

@@ -1,0 +1,47 @@
+# -*- coding: utf-8 -*-
+# Copyright: eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""module_utils/status_table: status.yml's table of every host's shards, its totals and the shards
+that report nothing."""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.eagle3.extraction.plugins.module_utils.status_table import status_table
+
+
+def test_the_status_table_has_the_failed_samples_of_each_shard_and_their_total():
+    status = {'shard_index': 0, 'shard_count': 2, 'state': 'incomplete', 'alive': False, 'samples_done': 7,
+              'samples_total': 8, 'samples_failed': 1, 'errors': 3}
+    table = status_table([{'host': 'ct1', 'statuses': [status]},
+                          {'host': 'ct2', 'statuses': [dict(status, shard_index=1, samples_failed=2)]}])
+    header = re.split(r'\s{2,}', table['lines'][0].strip())
+    column = header.index('FAILED')
+    cells = [re.split(r'\s{2,}', line.strip()) for line in table['lines'][1:]]
+    assert [row[column] for row in cells[:2]] == ['1', '2']
+    assert table['totals']['samples_failed'] == 3
+
+
+def test_the_status_table_has_each_shards_bad_lines_and_their_total():
+    # before: the bad lines were only in the containers' logs; the table said ERRORS 0
+    status = {'shard_index': 0, 'shard_count': 2, 'state': 'complete', 'alive': False, 'samples_done': 8,
+              'samples_total': 8, 'bad_lines': 3, 'errors': 0}
+    table = status_table([{'host': 'ct1', 'statuses': [status]},
+                          {'host': 'ct2', 'statuses': [dict(status, shard_index=1, bad_lines=1)]}])
+    # the TOTAL row has empty cells: read the column by its place under the header
+    start, end = table['lines'][0].index('BAD LINES'), table['lines'][0].index('ERRORS')
+    assert [line[start:end].strip() for line in table['lines'][1:]] == ['3', '1', '4']
+    assert table['totals']['bad_lines'] == 4
+
+
+def test_a_shard_that_reports_no_status_is_named_and_the_job_is_not_complete():
+    # before: a shard that never started had no row, and the TOTAL showed the others' 100 %
+    status = {'shard_index': 0, 'shard_count': 3, 'state': 'complete', 'alive': False, 'samples_done': 8,
+              'samples_total': 8, 'errors': 0}
+    table = status_table([{'host': 'ct1', 'statuses': [status]},
+                          {'host': 'ct2', 'statuses': [dict(status, shard_index=2)]}])
+    assert table['totals']['shards_missing'] == [1]
+    assert table['lines'][-1].startswith('MISSING: shard(s) 1 of 3 report no status'), table['lines']
+    whole = status_table([{'host': 'ct1', 'statuses': [status, dict(status, shard_index=1), dict(status, shard_index=2)]}])
+    assert whole['totals']['shards_missing'] == [] and not whole['lines'][-1].startswith('MISSING')
