@@ -27,6 +27,7 @@ from __future__ import annotations
 import posixpath
 import re
 
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_layout import shard_dir_name
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int
 from ansible_collections.eagle3.extraction.plugins.plugin_utils import server_address, server_layout
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.extraction_job import job_dir
@@ -149,7 +150,7 @@ def _job(values, server, collection):
         'shard_count': count,
         'dir': found,
         # by the shard's index as a string: the plan also travels as a module's JSON result
-        'output_dirs': dict((str(shard), posixpath.join(found, 'shard-%s-of-%s' % (shard, count))) for shard in shards),
+        'output_dirs': dict((str(shard), posixpath.join(found, shard_dir_name(shard, count))) for shard in shards),
         'server_url': given('extraction_job_server_url') or server['url'],
         'dump_dir': given('extraction_job_dump_dir') or server['dump_dir'],
     }
