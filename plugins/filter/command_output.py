@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters that read what a command or a kernel file printed, so that no task parses it in Jinja.
 
-- systemd_unit_names: the unit names in ``systemctl list-units --plain --no-legend``.
+- systemd_unit_names: the unit names in ``systemctl list-units --plain --no-legend`` (those that run, with
+  running=true: server_probe.unit_running decides).
 - proc_devices: the character and block device majors of ``/proc/devices``.
 - last_line: the last line that is not blank, what a failing program said last.
 - pip_would_install: the distributions ``pip install --dry-run`` would install.
@@ -14,6 +15,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.nvidia_devices import parse_proc_devices
+from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import unit_running
 
 
 def _text(value, name):
@@ -24,15 +26,17 @@ def _text(value, name):
     return value
 
 
-def systemd_unit_names(stdout):
+def systemd_unit_names(stdout, running=False):
     """The first column of each line of ``systemctl list-units --plain --no-legend``: the unit names,
-    in systemctl's order. A leading status mark (a bullet systemctl prints without --plain) is skipped."""
+    in systemctl's order. A leading status mark (a bullet systemctl prints without --plain) is skipped.
+    With ``running``, only the units whose ACTIVE column (the third: UNIT LOAD ACTIVE SUB) says they
+    run, as server_probe.unit_running decides for every unit the collection reads."""
     names = []
     for line in _text(stdout, 'systemd_unit_names').splitlines():
         words = line.split()
         if words and not words[0][0].isalnum():
             words = words[1:]
-        if words:
+        if words and (not running or (len(words) > 2 and unit_running(words[2]))):
             names.append(words[0])
     return names
 

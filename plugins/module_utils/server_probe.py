@@ -3,7 +3,12 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """How a systemd-run HTTP server looks from its host: the unit's state, /health's answer,
 the tail of its log. Shared by server_health (the wait after a start) and converged_state
-(is a host still as its last successful run left it)."""
+(is a host still as its last successful run left it).
+
+Whether a unit is running is decided here only (unit_running): server_health returns it for the
+server's unit, which the reclamation, extract.yml and the GPU check read; converged_state,
+extraction_job_outcome and the filter systemd_unit_names (extraction_job's stop) call it for the
+job's units."""
 
 from __future__ import annotations
 
@@ -14,6 +19,14 @@ from ansible_collections.eagle3.extraction.plugins.module_utils import command
 
 SYSTEMCTL_TIMEOUT = 30
 HEALTH_TIMEOUT = 5
+# systemd's ActiveState of a unit that runs or is about to (a start, a reload, an automatic restart's wait):
+# it owns its port, its processes, its GPUs and its output, and nothing of it is reclaimed or restarted
+RUNNING_STATES = ('active', 'activating', 'reloading')
+
+
+def unit_running(active_state):
+    """Whether a unit whose ``ActiveState`` systemd gave as ``active_state`` is running (or about to)."""
+    return active_state in RUNNING_STATES
 
 
 def health(url, timeout=HEALTH_TIMEOUT):

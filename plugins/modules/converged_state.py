@@ -234,10 +234,7 @@ from ansible_collections.eagle3.extraction.plugins.module_utils.converged_differ
 from ansible_collections.eagle3.extraction.plugins.module_utils.shard_files import config_output_dir
 from ansible_collections.eagle3.extraction.plugins.module_utils.shard_status import read_status
 from ansible_collections.eagle3.extraction.plugins.module_utils.file_digest import fingerprint
-from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import health, unit_properties
-
-# a unit in these states runs (or is about to): its shard is left alone
-RUNNING = ('active', 'activating', 'reloading')
+from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import health, unit_properties, unit_running
 
 
 def read_stamp(path):
@@ -286,7 +283,7 @@ def job_problems(shards):
     problems = []
     for shard in shards:
         unit = str(shard.get('unit', ''))
-        if unit_properties(unit, ('ActiveState',))['ActiveState'] in RUNNING:
+        if unit_running(unit_properties(unit, ('ActiveState',))['ActiveState']):
             continue
         output_dir = config_output_dir(str(shard.get('config', '')))
         if output_dir is None:

@@ -75,9 +75,8 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.eagle3.extraction.plugins.module_utils.shard_files import config_output_dir
 from ansible_collections.eagle3.extraction.plugins.module_utils.shard_status import read_status
-from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import log_tail, unit_properties
+from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import log_tail, unit_properties, unit_running
 
-RUNNING = ('active', 'activating', 'reloading')
 # the job's exit status when it refuses (eagle3_extraction_job.job.EXIT_REFUSED): systemd does not restart it
 EXIT_REFUSED = '2'
 PROPERTIES = ('ActiveState', 'MainPID', 'ExecMainStatus')
@@ -93,7 +92,7 @@ def outcome(unit, config, log_dir):
     output_dir = config_output_dir(config)
     status = read_status(output_dir) if output_dir else {}
     errors = status.get('last_errors') or []
-    if props['ActiveState'] in RUNNING:
+    if unit_running(props['ActiveState']):
         mine = str(status.get('pid', '')) == props['MainPID'] and props['MainPID'] not in ('', '0')
         if mine and status.get('state') in ('running', 'paused', 'complete'):
             return 'running', ''

@@ -16,7 +16,7 @@ description:
     O(timeout) the state is V(starting).
   - With O(timeout=0) it looks once; the role reads RV(restarts) and RV(log_size) that way before a start, so that
     the wait afterwards notices a restart and shows only the new start's log lines, and the unit's state
-    (RV(load_state), RV(active_state)) that the reclamation, extract.yml and stop go by.
+    (RV(load_state), RV(active_state), RV(running)) that the reclamation, extract.yml and stop go by.
   - Returns the last 50 lines of O(log_file) written since O(log_offset), the newest of them, and the cause of
     death it recognises (a missing Python module, a port in use, CUDA out of memory, an NCCL error). Every log line
     returned is redacted (C(--api-key) values, tokens, passwords).
@@ -102,6 +102,13 @@ active_state:
   returned: always
   type: str
   sample: active
+running:
+  description:
+    - Whether the unit runs or is about to (its C(ActiveState) is V(active), V(activating) or V(reloading)), at the
+      end. The one answer to "is the unit running" that the roles and playbooks read.
+  returned: always
+  type: bool
+  sample: true
 restarts:
   description: The unit's C(NRestarts) at the end.
   returned: always
@@ -138,7 +145,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.eagle3.extraction.plugins.module_utils.redact import redact_text
-from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import health, log_tail, unit_properties
+from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import health, log_tail, unit_properties, unit_running
 
 UNIT_NAME = re.compile(r'[A-Za-z0-9:_.@-]+\.service')
 URL = re.compile(r'https?://[^\s/?#]+(/[^\s]*)?')
@@ -221,7 +228,8 @@ def main():
         log_size = 0
     module.exit_json(
         changed=False, state=state, http=code,
-        load_state=props['LoadState'], active_state=props['ActiveState'], restarts=as_int(props['NRestarts']), log_size=log_size,
+        load_state=props['LoadState'], active_state=props['ActiveState'], running=unit_running(props['ActiveState']),
+        restarts=as_int(props['NRestarts']), log_size=log_size,
         unit='%s/%s, %s automatic restarts' % (props['ActiveState'], props['SubState'], props['NRestarts']),
         tail=lines, newest=lines[-1] if lines else '', cause=recognised_cause(lines),
     )

@@ -31,6 +31,24 @@ def test_a_status_mark_before_the_name_is_skipped():
         'extraction-job@2.service']
 
 
+def test_with_running_only_the_units_that_run_or_are_about_to():
+    # systemctl list-units --all: every loaded shard unit; the filter, not systemctl, says which run
+    stdout = ('extraction-job@0.service loaded active running eagle3 extraction job, shard 0\n'
+              'extraction-job@1.service loaded activating auto-restart eagle3 extraction job, shard 1\n'
+              'extraction-job@2.service loaded inactive dead eagle3 extraction job, shard 2\n'
+              '\u25cf extraction-job@3.service loaded failed failed eagle3 extraction job, shard 3\n'
+              'extraction-job@4.service loaded reloading reload eagle3 extraction job, shard 4\n'
+              'extraction-job@5.service not-found inactive dead extraction-job@5.service\n'
+              'extraction-job@6.service loaded deactivating stop-sigterm eagle3 extraction job, shard 6\n')
+    assert systemd_unit_names(stdout, running=True) == [
+        'extraction-job@0.service', 'extraction-job@1.service', 'extraction-job@4.service']
+    assert len(systemd_unit_names(stdout)) == 7
+
+
+def test_a_line_without_its_active_column_is_not_running():
+    assert systemd_unit_names('extraction-job@0.service loaded\n', running=True) == []
+
+
 def test_no_unit_is_an_empty_list():
     assert systemd_unit_names('') == []
 

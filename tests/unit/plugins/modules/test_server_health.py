@@ -86,6 +86,21 @@ def test_one_look_says_whether_the_unit_exists(unit, capsys, states, load_state)
     assert result['load_state'] == load_state
 
 
+@pytest.mark.parametrize('state, running', [
+    (('active', 'running', '0'), True),
+    (('activating', 'start', '0'), True),
+    (('activating', 'auto-restart', '0'), True),   # systemd restarts it: it owns its port and GPUs
+    (('reloading', 'reload', '0'), True),
+    (('deactivating', 'stop-sigterm', '0'), False),
+    (('failed', 'failed', '0'), False),
+    (('inactive', 'dead', '0'), False),
+])
+def test_one_look_says_whether_the_unit_runs(unit, capsys, state, running):
+    # the one answer the reclamation, extract.yml's GPU check and stop read (sglang_server_unit_state.running)
+    unit['states'] = [state]
+    assert run({}, capsys)['running'] is running
+
+
 def test_tail_is_this_start_only_redacted_with_the_cause(unit, capsys, tmp_path):
     unit['states'] = [('failed', 'failed', '1')]
     log = tmp_path / 'server.log'
