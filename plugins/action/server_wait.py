@@ -11,9 +11,9 @@ shares (ansible-playbook's forks); between steps each node reads the others' loo
 strategy starts every node of the server on this task together (they are in one batch: a server
 restarts as a whole).
 
-With start=true the wait begins with the start itself (the unit's failed state cleared first when
-reset_failed says so, then ansible.builtin.systemd_service enables and starts it), so that a role's
-run step is one task.
+With start=true the wait begins with the start itself (the unit's failed state cleared first by
+unit_reset_failed, which decides whether there is one, then ansible.builtin.systemd_service enables
+and starts it), so that a role's run step is one task.
 """
 
 from __future__ import annotations
@@ -41,11 +41,9 @@ ARGUMENT_SPEC = {
     'server': {'type': 'str', 'default': ''},
     'nodes': {'type': 'list', 'elements': 'str', 'default': []},
     'start': {'type': 'bool', 'default': False},
-    'reset_failed': {'type': 'bool', 'default': False},
 }
 HEALTH = 'eagle3.extraction.server_health'
-# systemctl reset-failed may take this long
-RESET_TIMEOUT = 60
+RESET_FAILED = 'eagle3.extraction.unit_reset_failed'
 
 
 class ActionModule(ActionBase):
@@ -67,7 +65,7 @@ class ActionModule(ActionBase):
         look_args = dict((name, args[name]) for name in ('unit', 'url', 'log_file', 'log_offset', 'restarts_before'))
         started = {'changed': False}
         if args['start']:
-            started = self._start(args['unit'], args['reset_failed'], task_vars)
+            started = self._start(args['unit'], task_vars)
             if started.get('failed') or started.get('unreachable'):
                 return dict(result, **started)
         if self._task.check_mode:
@@ -100,25 +98,19 @@ class ActionModule(ActionBase):
                                                            args['timeout']))
         return result
 
-    def _start(self, unit, reset_failed, task_vars):
-        """Clear the unit's failed state (systemd refuses to start a unit that hit its start limit) when
-        ``reset_failed``, then enable and start it: {'changed': ...}, or the failed step's result."""
-        changed = False
-        if reset_failed and not self._task.check_mode:
-            cleared = self._execute_module(
-                module_name='ansible.builtin.command',
-                module_args={'argv': ['timeout', str(RESET_TIMEOUT), 'systemctl', 'reset-failed', unit]},
-                task_vars=task_vars)
-            if cleared.get('failed') or cleared.get('unreachable'):
-                cleared.setdefault('msg', 'systemctl reset-failed %s failed' % unit)
-                return cleared
-            changed = True
+    def _start(self, unit, task_vars):
+        """Clear the unit's failed state (systemd refuses to start a unit that hit its start limit; the module
+        unit_reset_failed decides whether it has one), then enable and start it: {'changed': ...}, or the
+        failed step's result."""
+        cleared = self._execute_module(module_name=RESET_FAILED, module_args={'unit': unit}, task_vars=task_vars)
+        if cleared.get('failed') or cleared.get('unreachable'):
+            return cleared
         started = self._execute_module(module_name='ansible.builtin.systemd_service',
                                        module_args={'name': unit, 'state': 'started', 'enabled': True},
                                        task_vars=task_vars)
         if started.get('failed') or started.get('unreachable'):
             return started
-        return {'changed': changed or bool(started.get('changed'))}
+        return {'changed': bool(cleared.get('changed')) or bool(started.get('changed'))}
 
     def _look(self, look_args, seconds, task_vars):
         """server_health on this node: its unit and the server's /health, for up to ``seconds``."""

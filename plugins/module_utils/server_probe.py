@@ -13,11 +13,14 @@ job's units."""
 from __future__ import annotations
 
 import http.client
+import re
 from urllib.parse import urlsplit
 
 from ansible_collections.eagle3.extraction.plugins.module_utils import command
 
 SYSTEMCTL_TIMEOUT = 30
+# a service unit's name as the modules take it, whole
+UNIT_NAME = re.compile(r'[A-Za-z0-9:_.@-]+\.service')
 HEALTH_TIMEOUT = 5
 # systemd's ActiveState of a unit that runs or is about to (a start, a reload, an automatic restart's wait):
 # it owns its port, its processes, its GPUs and its output, and nothing of it is reclaimed or restarted

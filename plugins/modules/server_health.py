@@ -145,9 +145,9 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.eagle3.extraction.plugins.module_utils.redact import redact_text
-from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import health, log_tail, unit_properties, unit_running
+from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import (
+    UNIT_NAME, health, log_tail, unit_properties, unit_running)
 
-UNIT_NAME = re.compile(r'[A-Za-z0-9:_.@-]+\.service')
 URL = re.compile(r'https?://[^\s/?#]+(/[^\s]*)?')
 
 # (text found in a log line, the cause in words); the first that matches wins

@@ -24,8 +24,8 @@ description:
     O(timeout) is spent (RV(state=starting)). It fails unless the server is ready.
   - Rank 0 (the first of O(nodes)) prints a progress line after each step, with the newest log line.
   - With O(start=true) it first enables and starts the unit (M(ansible.builtin.systemd_service)), after clearing its
-    failed state (C(systemctl reset-failed), which systemd needs to start a unit that hit its start limit) when
-    O(reset_failed=true); RV(changed) says whether it did anything. Otherwise it changes nothing.
+    failed state, if it has one (M(eagle3.extraction.unit_reset_failed); systemd refuses to start a unit that hit its
+    start limit); RV(changed) says whether it did anything. Otherwise it changes nothing.
   - In check mode it reports what the start would change, looks once and does not wait or fail.
 options:
   unit:
@@ -69,14 +69,11 @@ options:
     description: Enable and start the unit before the wait.
     type: bool
     default: false
-  reset_failed:
-    description: With O(start=true), clear the unit's failed state before the start (the unit failed before).
-    type: bool
-    default: false
 extends_documentation_fragment:
   - eagle3.extraction.attributes
 seealso:
   - module: eagle3.extraction.server_health
+  - module: eagle3.extraction.unit_reset_failed
   - module: ansible.builtin.systemd_service
   - module: ansible.builtin.wait_for
 """
@@ -87,7 +84,6 @@ EXAMPLES = r"""
     unit: sglang-extraction.service
     url: http://127.0.0.1:30000/health
     start: true
-    reset_failed: "{{ before.active_state == 'failed' }}"
     log_offset: "{{ before.log_size }}"
     restarts_before: "{{ before.restarts }}"
     timeout: 3600

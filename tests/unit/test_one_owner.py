@@ -56,3 +56,22 @@ def test_no_task_checksums_files_with_a_command():
 def test_no_template_or_task_builds_a_table_in_jinja():
     offenders = [str(path.relative_to(REPO)) for path in YAML + TEMPLATES if BUILDS_A_LIST.search(path.read_text())]
     assert offenders == []
+
+
+def test_reset_failed_is_run_and_decided_by_one_module():
+    # systemctl reset-failed, and whether a unit needs it, is the module unit_reset_failed's: no task runs it
+    # with a command, no plugin builds its argv, no task decides it from a unit's state
+    tasks_running_it = []
+    for path in YAML:
+        for task in tasks(yaml.safe_load(path.read_text()) or []):
+            text = str(task.get('ansible.builtin.command', '')) + str(task.get('ansible.builtin.shell', ''))
+            if 'reset-failed' in text or 'reset_failed' in str(task.get('eagle3.extraction.server_wait', '')):
+                tasks_running_it.append('%s: %s' % (path.relative_to(REPO), task.get('name')))
+    assert tasks_running_it == []
+    owner = REPO / 'plugins' / 'modules' / 'unit_reset_failed.py'
+    plugins = [str(p.relative_to(REPO)) for p in sorted(REPO.glob('plugins/**/*.py'))
+               if p != owner and "'reset-failed'" in p.read_text()]
+    assert plugins == []
+    assert sorted(set(calls('eagle3.extraction.unit_reset_failed'))) == [
+        'roles/sglang_server/tasks/restart.yml', 'roles/sglang_server/tasks/restart_server.yml',
+        'roles/sglang_server/tasks/stop.yml']

@@ -142,20 +142,30 @@ def test_an_unreachable_node_ends_its_wait_at_once(board_dir):
 
 
 def test_start_clears_a_failed_unit_then_enables_and_starts_it_before_the_wait(board_dir):
+    # whether the unit has a failed state to clear is unit_reset_failed's to say (it reads the unit first)
     started = []
-    result, calls = action({'start': True, 'reset_failed': True}, [look('ready', 200)],
-                           others={'ansible.builtin.systemd_service': {'changed': True}}, plugins=started)
-    assert [name for name, dummy in started] == ['ansible.builtin.command', 'ansible.builtin.systemd_service']
-    assert started[0][1]['argv'][-2:] == ['reset-failed', 'sglang-extraction.service']
-    assert started[1][1] == {'name': 'sglang-extraction.service', 'state': 'started', 'enabled': True}
+    result, calls = action({'start': True}, [look('ready', 200)],
+                           others={server_wait.RESET_FAILED: {'changed': True, 'reset': True},
+                                   'ansible.builtin.systemd_service': {'changed': True}}, plugins=started)
+    assert started == [(server_wait.RESET_FAILED, {'unit': 'sglang-extraction.service'}),
+                       ('ansible.builtin.systemd_service',
+                        {'name': 'sglang-extraction.service', 'state': 'started', 'enabled': True})]
     assert result['state'] == 'ready' and result['changed'] is True and calls == [60]
 
 
 def test_start_of_a_running_unit_changes_nothing(board_dir):
     started = []
     result, dummy = action({'start': True}, [look('ready', 200)], plugins=started)
-    assert [name for name, dummy in started] == ['ansible.builtin.systemd_service']
+    assert [name for name, dummy in started] == [server_wait.RESET_FAILED, 'ansible.builtin.systemd_service']
     assert result['changed'] is False and not result.get('failed')
+
+
+def test_a_reset_that_fails_is_returned_without_a_start(board_dir):
+    started = []
+    result, calls = action({'start': True}, [look('ready', 200)], plugins=started, others={
+        server_wait.RESET_FAILED: {'failed': True, 'msg': 'systemctl reset-failed -- sglang-extraction.service failed'}})
+    assert result['failed'] and 'reset-failed' in result['msg'] and calls == []
+    assert [name for name, dummy in started] == [server_wait.RESET_FAILED]
 
 
 def test_a_start_that_fails_is_returned_without_a_wait(board_dir):
@@ -165,8 +175,10 @@ def test_a_start_that_fails_is_returned_without_a_wait(board_dir):
 
 
 def test_check_mode_reports_the_start_and_does_not_clear(board_dir):
+    # the action runs in check mode: so do its modules, which change nothing (unit_reset_failed's own tests)
     started = []
-    result, calls = action({'start': True, 'reset_failed': True}, [look()], check_mode=True,
-                           others={'ansible.builtin.systemd_service': {'changed': True}}, plugins=started)
-    assert [name for name, dummy in started] == ['ansible.builtin.systemd_service']
+    result, calls = action({'start': True}, [look()], check_mode=True,
+                           others={server_wait.RESET_FAILED: {'changed': True, 'reset': True},
+                                   'ansible.builtin.systemd_service': {'changed': True}}, plugins=started)
+    assert [name for name, dummy in started] == [server_wait.RESET_FAILED, 'ansible.builtin.systemd_service']
     assert result['changed'] is True and calls == [0] and not result.get('failed')
