@@ -1,10 +1,12 @@
 """Each derived thing has one owner, read from the roles' and playbooks' YAML and templates:
 "converged" is decided by the module converged_state, called from one task file, and no task
 checksums files itself; no template or task computes a table with Jinja (the filter
-rollout_table and module_utils/text_table do)."""
+rollout_table and module_utils/text_table do); `systemctl reset-failed` is the module unit_reset_failed's
+alone; a role's default is its argument spec's, never written again in a plugin's code."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -75,3 +77,53 @@ def test_reset_failed_is_run_and_decided_by_one_module():
     assert sorted(set(calls('eagle3.extraction.unit_reset_failed'))) == [
         'roles/sglang_server/tasks/restart.yml', 'roles/sglang_server/tasks/restart_server.yml',
         'roles/sglang_server/tasks/stop.yml']
+
+
+# a default a plugin holds for a reason of its own, not as a copy of the role's
+DEFAULT_ALIKE = {
+    ('plugins/modules/owned_paths.py', '/etc/systemd/system'): "systemd's own unit dirs, where a unit may lie",
+    ('plugins/modules/shm_reclaim.py', 'nccl-*'): "the module's own documented default, which the role passes anyway",
+    ('plugins/plugin_utils/server_address.py', '127.0.0.1'): "IPv4's loopback address, what a wildcard bind is called on",
+}
+
+
+def role_string_defaults():
+    """{value: [variable]} of the roles' plain string defaults that could only be copied: paths, unit and
+    module names (a template, a word or a short value is no tell)."""
+    found = {}
+    for spec in sorted(REPO.glob('roles/*/meta/argument_specs.yml')):
+        for name, option in yaml.safe_load(spec.read_text())['argument_specs']['main']['options'].items():
+            values = option.get('default') if isinstance(option.get('default'), list) else [option.get('default')]
+            for value in values:
+                if isinstance(value, str) and len(value) >= 6 and '{{' not in value and re.search(r'[/.*-]', value):
+                    found.setdefault(value, []).append(name)
+    return found
+
+
+def code_strings(path):
+    """(line, text) of each string constant of a plugin that is code: not a docstring, not its DOCUMENTATION,
+    EXAMPLES or RETURN."""
+    tree = ast.parse(path.read_text())
+    docs = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(getattr(t, 'id', '') in ('DOCUMENTATION', 'EXAMPLES', 'RETURN')
+                                                for t in node.targets):
+            docs.add(id(node.value))
+        body = getattr(node, 'body', None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            docs.add(id(body[0].value))
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs]
+
+
+def test_no_plugin_writes_a_roles_default_again():
+    # a role's default is its argument spec's (plugin_utils/spec_defaults reads it); a copy in code goes stale
+    defaults = role_string_defaults()
+    copies = []
+    for path in sorted(REPO.glob('plugins/**/*.py')):
+        where = str(path.relative_to(REPO))
+        for line, text in code_strings(path):
+            if text in defaults and (where, text) not in DEFAULT_ALIKE:
+                copies.append('%s:%d: %r (the default of %s)' % (where, line, text, ', '.join(defaults[text])))
+    assert copies == []
+    assert 'sglang-extraction' in defaults and '/srv/eagle3-extraction' in defaults   # the check sees the specs
