@@ -1,13 +1,16 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, eagle3.extraction contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Adding the hosts' verify reports (shard_verify.verify_shard) up on the controller: every sample
-exactly once across all hosts' shards, every shard present once, one dataset; and the line
-verify.yml prints."""
+"""Adding the hosts' verify reports (shard_verify.verify_shard) up on the controller (the filter
+extraction_verify_union): every sample exactly once across all hosts' shards, every shard present
+once, one dataset; and the line verify.yml prints."""
 
 from __future__ import annotations
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.shard_verify import BAD_LINES_SHOWN
+
+# the problems named in verify's one line (every one is in the result's problems)
+PROBLEMS_SHOWN = 20
 
 
 def _is_complete(shard):
@@ -132,3 +135,12 @@ def verified_message(union):
     line = 'verified: %d samples exactly once, %d tokens, %d bytes' % (
         totals['unique_samples'], totals['tokens'], totals['bytes'])
     return '; '.join([line] + list(union['notes']))
+
+
+def union_message(union):
+    """verify.yml's one line for a verify_union() result: the totals and the notes, or how many problems
+    there are and the first of them."""
+    problems = union['problems']
+    if problems:
+        return '%d problem(s): %s' % (len(problems), '; '.join(problems[:PROBLEMS_SHOWN]))
+    return verified_message(union)

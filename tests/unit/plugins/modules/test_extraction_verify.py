@@ -5,7 +5,8 @@
 
 Shard output dirs are made with the job's own manifest module (rows committed as the job
 commits them, real files with their sizes and sha256), read by the extraction_verify
-module on each host (job_dir) and added up on the controller (reports), as verify.yml does.
+module on each host (job_dir) and added up on the controller (the filter extraction_verify_union), as
+verify.yml does.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import shutil
 import sqlite3
 
+from ansible_collections.eagle3.extraction.plugins.filter.extraction_reports import extraction_verify_union
 from ansible_collections.eagle3.extraction.plugins.modules import extraction_verify
 from job_package import job_manifest  # tests/unit/job_package.py
 
@@ -50,12 +52,14 @@ def make_shard(job_dir, index, samples, complete=True):
 
 
 def verify(run_module, hosts):
-    """verify.yml: the module on each host's job dir, then on the controller over the reports."""
+    """verify.yml: the module on each host's job dir (it does not fail on what it finds), then the filter on the
+    controller over the reports."""
     reports = []
     for host, job_dir in sorted(hosts.items()):
         result = run_module(extraction_verify, {'job_dir': str(job_dir)})
+        assert not result.get('failed') and not result['changed']
         reports.append({'host': host, 'shards': result['shards']})
-    return run_module(extraction_verify, {'reports': reports})
+    return extraction_verify_union(reports)
 
 
 def expected_line(samples):
@@ -73,7 +77,7 @@ def test_copies_of_a_handed_over_shard_count_once_in_every_total(tmp_path, run_m
     shutil.copytree(make_shard(hosts['ct3'], 2, SHARDS[2]),
                     str(hosts['ct2'] / 'shard-2-of-3'))
     result = verify(run_module, hosts)
-    assert not result.get('failed'), result
+    assert result['problems'] == [], result
     totals = result['totals']
     assert totals['unique_samples'] == totals['samples'] == len(ALL)
     assert totals['tokens'] == sum(s[1] for s in ALL)
@@ -101,7 +105,7 @@ def test_a_sample_in_two_different_shards_fails_verify_naming_it(tmp_path, run_m
     db.commit()
     db.close()
     result = verify(run_module, hosts)
-    assert result['failed']
+    assert result['msg'].startswith('%d problem(s): ' % len(result['problems']))
     assert any(p.startswith('%s is stored twice: ct1:' % SHARDS[0][0][0]) and 'ct3:' in p
                for p in result['problems'])
     assert result['totals']['unique_samples'] == len(ALL) - 1
