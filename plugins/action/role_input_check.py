@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 
-from ansible_collections.eagle3.extraction.plugins.lookup.host_plan import LookupModule as HostPlan
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.controller_check import ControllerCheck
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.host_plan import PlanError, task_plan
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import READ as CONNECTION_READ
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import connection_errors, through_pct
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
@@ -54,11 +54,13 @@ class ActionModule(ControllerCheck):
         return result
 
     def _address_errors(self, values, task_vars, result):
-        """The address the server will listen on, from this host's plan (the lookup host_plan, as the role's tasks
-        read it): an error naming the variable and its value when no plan can be made; a warning when the server
-        listens beyond its container without an API key."""
+        """The address the server will listen on, from this host's plan (made as the lookup host_plan makes it for
+        the role's tasks): an error naming the variable and its value when no plan can be made; a warning when the
+        server listens beyond its container without an API key."""
         try:
-            host_plan = HostPlan(loader=self._loader, templar=self._templar).run([], variables=task_vars)[0]
+            host_plan = task_plan(task_vars, self._templar.template)
+        except PlanError as exc:
+            return [str(exc)]
         except AnsibleError as exc:
             return [exc.message]
         warning = exposure_warning(host_plan['server']['address'], values.get('sglang_server_api_key'))
