@@ -1,7 +1,7 @@
 # Copyright: eagle3.extraction contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Each role's meta/argument_specs.yml, defaults/main.yml and README variable table, made from its
-variable records (plugins/plugin_utils/role_variables/<role>.py): a variable is declared once, there.
+"""Each role's meta/argument_specs.yml, defaults/main.yml and README variable table (role_readme.py's), made
+from its variable records (plugins/plugin_utils/role_variables/<role>.py): a variable is declared once, there.
 
     python lab/tools/role_files.py --check          # exit 1 naming each file that differs (with its diff)
     python lab/tools/role_files.py --write          # write them again
@@ -87,10 +87,17 @@ def defaults_text(variables, role):
     return ''.join(lines)
 
 
+def readme_text(variables, role):
+    """The role's README.md with its variable table made from the records' argument spec."""
+    return role_readme.render(os.path.join(COLLECTION, 'roles', role),
+                              variables.argument_specs(role)['argument_specs'])[2]
+
+
 def files(variables, role):
-    """{path in the collection: its text made from the records} of the role's two files."""
+    """{path in the collection: its text made from the records} of the role's three files."""
     return {os.path.join('roles', role, 'meta', 'argument_specs.yml'): specs_text(variables, role),
-            os.path.join('roles', role, 'defaults', 'main.yml'): defaults_text(variables, role)}
+            os.path.join('roles', role, 'defaults', 'main.yml'): defaults_text(variables, role),
+            os.path.join('roles', role, 'README.md'): readme_text(variables, role)}
 
 
 def main(argv=None):
@@ -117,9 +124,6 @@ def main(argv=None):
                       '--write makes it again)' % (path, role))
                 sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), path, 'records'))
                 failed += 1
-    # the README tables are made from the specs just checked or written
-    readmes = [os.path.join(COLLECTION, 'roles', role) for role in args.roles or variables.ROLES]
-    failed += role_readme.main(['--write' if args.write else '--check'] + readmes)
     return 1 if failed else 0
 
 

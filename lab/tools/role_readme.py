@@ -108,10 +108,12 @@ def section(specs):
     return [BEGIN, ''] + lines + ['', END]
 
 
-def render(role_dir):
-    """(README path, its text now, its text with the generated section); a missing marker raises ValueError."""
-    with open(os.path.join(role_dir, 'meta', 'argument_specs.yml'), encoding='utf-8') as f:
-        specs = yaml.safe_load(f)['argument_specs']
+def render(role_dir, specs=None):
+    """(README path, its text now, its text with the generated section), the table made from specs (default: the
+    role's meta/argument_specs.yml); a missing marker raises ValueError."""
+    if specs is None:
+        with open(os.path.join(role_dir, 'meta', 'argument_specs.yml'), encoding='utf-8') as f:
+            specs = yaml.safe_load(f)['argument_specs']
     readme = os.path.join(role_dir, 'README.md')
     with open(readme, encoding='utf-8') as f:
         text = f.read()
