@@ -21,7 +21,7 @@ import sys
 import yaml
 
 COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BEGIN = ('<!-- BEGIN variables (generated from meta/argument_specs.yml by lab/tools/role_readme.py --write;'
+BEGIN = ("<!-- BEGIN variables (made from the role's variable records by lab/tools/role_files.py --write;"
          ' do not edit) -->')
 END = '<!-- END variables -->'
 # Ansible's documentation markup: C(code), V(value), O(option), E(env var), M(module) are
