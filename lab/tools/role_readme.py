@@ -21,7 +21,7 @@ import sys
 import yaml
 
 COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BEGIN = ('<!-- BEGIN variables (generated from meta/argument_specs.yml by lab/tools/role_readme.py --write;'
+BEGIN = ("<!-- BEGIN variables (made from the role's variable records by lab/tools/role_files.py --write;"
          ' do not edit) -->')
 END = '<!-- END variables -->'
 # Ansible's documentation markup: C(code), V(value), O(option), E(env var), M(module) are
@@ -108,10 +108,12 @@ def section(specs):
     return [BEGIN, ''] + lines + ['', END]
 
 
-def render(role_dir):
-    """(README path, its text now, its text with the generated section); a missing marker raises ValueError."""
-    with open(os.path.join(role_dir, 'meta', 'argument_specs.yml'), encoding='utf-8') as f:
-        specs = yaml.safe_load(f)['argument_specs']
+def render(role_dir, specs=None):
+    """(README path, its text now, its text with the generated section), the table made from specs (default: the
+    role's meta/argument_specs.yml); a missing marker raises ValueError."""
+    if specs is None:
+        with open(os.path.join(role_dir, 'meta', 'argument_specs.yml'), encoding='utf-8') as f:
+            specs = yaml.safe_load(f)['argument_specs']
     readme = os.path.join(role_dir, 'README.md')
     with open(readme, encoding='utf-8') as f:
         text = f.read()

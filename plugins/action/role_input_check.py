@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 
-from ansible_collections.eagle3.extraction.plugins.lookup.host_plan import LookupModule as HostPlan
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.controller_check import ControllerCheck
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.host_plan import PlanError, task_plan
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import READ as CONNECTION_READ
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import connection_errors, through_pct
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
@@ -38,13 +38,11 @@ class ActionModule(ControllerCheck):
         errors.extend(required_errors(values, [name for name in options if name not in unresolved]))
         errors.extend(role_value_errors(options, values))
         errors.extend(across_role_errors(specs, values, defaults=False))
-        if role == 'gpu_check':
-            errors.extend(inventory_host_errors(task_vars['inventory_hostname'], values, task_vars.get('hostvars', {})))
-        if role == 'sglang_server' and not errors:
-            errors.extend(self._address_errors(values, task_vars, result))
-        if role == 'proxmox_container':
-            errors.extend(self._connection_errors(values, task_vars))
-            result['through_pct'] = through_pct(task_vars)
+        # what a role's check reads beyond its own variables: the inventory, the host's plan
+        beyond = {'gpu_check': self._hypervisor_errors, 'sglang_server': self._address_errors,
+                  'proxmox_container': self._connection_errors}.get(role)
+        if beyond:
+            errors.extend(beyond(values, task_vars, result, errors))
         result.update(changed=False, unresolved=unresolved)
         if errors:
             result.update(failed=True, errors=errors,
@@ -53,12 +51,22 @@ class ActionModule(ControllerCheck):
             result['msg'] = '%s: %d values checked' % (role, len(values))
         return result
 
-    def _address_errors(self, values, task_vars, result):
-        """The address the server will listen on, from this host's plan (the lookup host_plan, as the role's tasks
-        read it): an error naming the variable and its value when no plan can be made; a warning when the server
-        listens beyond its container without an API key."""
+    def _hypervisor_errors(self, values, task_vars, result, errors):
+        """gpu_check_hypervisor names a host of the inventory, as inventory_check says."""
+        del result, errors
+        return inventory_host_errors(task_vars['inventory_hostname'], values, task_vars.get('hostvars', {}))
+
+    def _address_errors(self, values, task_vars, result, errors):
+        """The address the server will listen on, from this host's plan (made as the lookup host_plan makes it for
+        the role's tasks): an error naming the variable and its value when no plan can be made; a warning when the
+        server listens beyond its container without an API key. Not asked when a value was refused already: no plan
+        is made of it."""
+        if errors:
+            return []
         try:
-            host_plan = HostPlan(loader=self._loader, templar=self._templar).run([], variables=task_vars)[0]
+            host_plan = task_plan(task_vars, self._templar.template)
+        except PlanError as exc:
+            return [str(exc)]
         except AnsibleError as exc:
             return [exc.message]
         warning = exposure_warning(host_plan['server']['address'], values.get('sglang_server_api_key'))
@@ -66,10 +74,12 @@ class ActionModule(ControllerCheck):
             result['warnings'] = ['sglang_server: ' + warning]
         return []
 
-    def _connection_errors(self, values, task_vars):
+    def _connection_errors(self, values, task_vars, result, errors):
         """That the node is a host of the inventory, and how the container is reached (its connection, ansible_host,
         proxmox_vmid) against its node and vmid: the container's role, the first to run on it, checks it as
-        inventory_check does."""
+        inventory_check does. Tells the role whether the container is reached through pct."""
+        del errors
+        result['through_pct'] = through_pct(task_vars)
         node = values.get('proxmox_container_node')
         hostvars = task_vars.get('hostvars', {})
         if not isinstance(node, str) or node not in hostvars:

@@ -51,13 +51,13 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.text_table import table_lines
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import through_pct
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import READ as LAYOUT_READ
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.host_plan import PEER_READ
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import layout
 
 RESULT = '__extract_result'
 # the converged check's result (converged_state, playbooks/tasks/converged.yml)
 CONVERGED = '__extract_converged'
-READ = LAYOUT_READ + ('proxmox_container_vmid', 'proxmox_container_node', RESULT, CONVERGED)
+READ = PEER_READ + ('proxmox_container_vmid', 'proxmox_container_node', RESULT, CONVERGED)
 HEADER = ['SERVER', 'VMID@HYPERVISOR', 'GPUS', 'DRIVER', 'URL', 'HEALTH', 'RUN']
 NOT_REACHED = {'health': 'UNREACHABLE', 'run': '-'}
 NOT_REACHED_CAUSE = 'unreachable %s, or the rollout stopped before it (extract_max_fail_percentage)'

@@ -43,10 +43,7 @@ _raw:
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.host_plan import FROM_PLAN, PEER_READ, READ, PlanError, plan
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import spec_defaults
-
-GROUP = 'extraction_servers'
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.host_plan import PlanError, task_plan
 
 
 class LookupModule(LookupBase):
@@ -54,29 +51,7 @@ class LookupModule(LookupBase):
         if terms or kwargs:
             raise AnsibleLookupError('host_plan takes no terms and no options (given: %s)'
                                      % ', '.join([repr(term) for term in terms] + sorted(kwargs)))
-        variables = variables or {}
-        host = variables['inventory_hostname']
-        group = list(variables.get('groups', {}).get(GROUP, []))
-        hosts = {}
-        if host in group:
-            hostvars = variables['hostvars']
-            for name in group:
-                if name == host:
-                    continue
-                seen = hostvars[name]
-                hosts[name] = dict((key, seen[key]) for key in PEER_READ if key in seen)
-        hosts[host] = self._own(variables)
         try:
-            return [plan(hosts, host)]
+            return [task_plan(variables or {}, self._templar.template)]
         except PlanError as exc:
             raise AnsibleLookupError(str(exc)) from None
-
-    def _own(self, variables):
-        """This host's READ variables as the caller sees them, less the defaults that read the plan."""
-        plan_defaults = spec_defaults('extraction_job', FROM_PLAN)
-        own = {}
-        for key in READ:
-            if key not in variables or (key in plan_defaults and variables[key] == plan_defaults[key]):
-                continue
-            own[key] = self._templar.template(variables[key])
-        return own

@@ -20,7 +20,7 @@ description:
     (role defaults are not looked at) and checks them against each role's C(meta/argument_specs.yml) with
     Ansible's own argument spec validator (types, choices), then against what that format cannot say
     (ranges, whole-value patterns, paths that are not system directories, no control character in any
-    string; the table C(RULES) in C(plugin_utils/role_inputs.py)).
+    string; the rule of each variable's record, C(plugin_utils/role_variables/<role>.py)).
   - Then the rules across hosts. Every container names a host of O(hypervisors) in C(proxmox_container_node)
     and sets C(proxmox_container_vmid); no two on one node share a vmid, compared as integers (V(471),
     V("471") and V("0471") are one container); C(sglang_server_model_path) is set; the tp-size divides

@@ -19,8 +19,9 @@ description:
   - Reads every variable of O(role)'s argument spec as this host sees it (the role's defaults included) and
     checks it with Ansible's argument spec validator (types, choices) and against what that format cannot say
     (ranges, whole-value patterns, paths that are not system directories, no control character in any string;
-    C(RULES) in C(plugin_utils/role_inputs.py)), the rules between its variables (C(CROSS_RULES), such as a low
-    watermark at most the high one, a shard index below the count) and the variables it needs set
+    each variable's record in C(plugin_utils/role_variables/<role>.py)), the rules between its variables
+    (C(CROSS_RULES), such as a low watermark at most the high one, a shard index below the count) and the
+    variables it needs set
     (C(REQUIRED)), the same rules M(eagle3.extraction.inventory_check) applies to a whole inventory.
   - Each role's preflight runs it as its first task.
   - Fails once, listing every bad value with its variable (an API key is never shown). A value that refers to

@@ -28,8 +28,8 @@ import posixpath
 import re
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.shard_layout import shard_dir_name
-from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int
-from ansible_collections.eagle3.extraction.plugins.plugin_utils import server_address, server_layout
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
+from ansible_collections.eagle3.extraction.plugins.plugin_utils import server_address, server_layout, variables
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.extraction_job import job_dir
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.ml_env import venv_python
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import COLLECTION, spec_defaults
@@ -45,22 +45,64 @@ NCCL_PCIE = {
     'NCCL_BUFFSIZE': '16777216',
     'NCCL_NTHREADS': '512',
 }
-# the variables the plan is made of (with those its parts read): a caller passes those that are set
-SERVER = ('sglang_server_model_path', 'sglang_server_tp_size', 'sglang_server_dump_dir', 'sglang_server_interconnect',
-          'sglang_server_socket_ifname', 'sglang_server_env', 'sglang_server_unit', 'sglang_server_module')
-JOB = ('extraction_job_name', 'extraction_job_output_root', 'extraction_job_shard_indexes', 'extraction_job_shard_count',
-       'extraction_job_server_url', 'extraction_job_dump_dir')
-# what the plan reads of the other hosts: their server's layout and rank 0's address
-PEER_READ = tuple(sorted(set(server_address.READ + server_layout.READ)))
-READ = tuple(sorted(set(PEER_READ + SERVER + JOB + ('ml_env_path', 'ml_env_python_bin'))))
+# how a host is reached, and ml_env's fact (the interpreter of the venv it made): read by the plan, not role variables
+CONNECTION = ('ansible_host', 'ansible_connection')
+FACTS = ('ml_env_python_bin',)
+# what the plan reads of its host (the records that say plan=True) and of the other hosts (peer=True: their server's
+# layout and rank 0's address)
+READ = tuple(sorted(variables.PLAN_READ + CONNECTION + FACTS))
+PEER_READ = tuple(sorted(variables.PEER_READ + CONNECTION))
 # the public variables whose default is the plan's own value (extraction_job's defaults read it through the
 # lookup host_plan): the plan computes them when they still hold that default
-FROM_PLAN = ('extraction_job_shard_indexes', 'extraction_job_shard_count', 'extraction_job_server_url',
-             'extraction_job_dump_dir')
+FROM_PLAN = tuple(name for name, variable in variables.BY_NAME.items()
+                  if isinstance(variable.default, str) and "lookup('eagle3.extraction.host_plan')" in variable.default)
 
 
 class PlanError(ValueError):
     """A value no plan can be made of; the message names the host, the variable and its value."""
+
+
+class PlanLoop(PlanError):
+    """A plan asked for while one of its own variables is read: that value reads the plan."""
+
+
+class UndeclaredRead(LookupError):
+    """The plan's code read a variable its record does not declare for the plan: a bug, named at once (each
+    caller passes a host's values its own way, and only the declared ones reach the plan)."""
+
+
+class _Declared(dict):
+    """A host's values as the plan sees them: the declared ones that are set; reading any other is UndeclaredRead."""
+
+    def __init__(self, host, values, declared):
+        super().__init__((name, values[name]) for name in declared if name in values)
+        self.host = host
+        self.declared = frozenset(declared)
+
+    def _check(self, name):
+        if name not in self.declared:
+            raise UndeclaredRead('the host plan reads %s of %s, which its record (plugins/plugin_utils/role_variables/) '
+                                 'does not declare for the plan: plan=True for its own host, peer=True for another\'s'
+                                 % (name, self.host))
+
+    def __getitem__(self, name):
+        self._check(name)
+        return super().__getitem__(name)
+
+    def __contains__(self, name):
+        self._check(name)
+        return super().__contains__(name)
+
+    def get(self, name, default=None):
+        self._check(name)
+        return super().get(name, default)
+
+
+def inputs(hosts, host):
+    """What the plan of ``host`` is made of, whoever gathered ``hosts`` ({host: {variable: value}}): READ's
+    variables of ``host`` and PEER_READ's of every other host, those that are set. The inventory check (every
+    variable of every host) and the lookup (this host's as a task sees them) hand the plan the same values."""
+    return dict((name, _Declared(name, values, READ if name == host else PEER_READ)) for name, values in hosts.items())
 
 
 def _given(values, role, name, collection):
@@ -108,8 +150,8 @@ def _server(hosts, host, values, collection):
     def given(name):
         return _given(values, 'sglang_server', name, collection)
 
-    flags = {'model-path': given('sglang_server_model_path'), 'host': given('sglang_server_host'),
-             'port': given('sglang_server_port'), 'tp-size': given('sglang_server_tp_size')}
+    # the flags whose variables' records name them, then sglang_server_flags
+    flags = dict((flag, given(name)) for flag, name in variables.FLAG_VARIABLES.items())
     flags.update(given('sglang_server_flags') or {})
     if where['nnodes'] > 1:
         flags.update({'nnodes': where['nnodes'], 'node-rank': where['rank'], 'dist-init-addr': where['dist_init_addr']})
@@ -165,10 +207,59 @@ def plan(hosts, host, collection=COLLECTION):
     (``name``, ``shards``, ``shard_count``, ``dir``, ``output_dirs``, ``server_url``, ``dump_dir``) and
     ``stamp``. Raises PlanError naming the host, the variable and its value.
     """
-    values = hosts.get(host, {})
+    hosts = inputs(hosts, host)
+    values = hosts.get(host, _Declared(host, {}, READ))
     try:
         server = _server(hosts, host, values, collection)
     except server_address.AddressError as exc:
         raise PlanError('%s: %s' % (host, exc)) from None
     python = values.get('ml_env_python_bin') or venv_python(values.get('ml_env_path'), collection)
     return {'server': server, 'python': python, 'job': _job(values, server, collection), 'stamp': STAMP}
+
+
+# the extraction servers: a multi-node server's other nodes are among them
+GROUP = 'extraction_servers'
+# the variables being read for a plan in this process, innermost last; and the ones found to read the plan itself
+_READING = []
+_LOOPS = []
+
+
+def task_plan(task_vars, template):
+    """The plan of a task's host, from what the task sees: its own READ variables through template (the role's
+    defaults, role and play variables, facts; less FROM_PLAN's defaults, which read this plan), the other
+    extraction servers' PEER_READ as their hostvars hold them. The lookup host_plan and the roles' first check
+    make it so. A value of this host that reads the plan itself is refused, naming it (it would ask for its plan
+    while the plan is made of it, without end)."""
+    if _READING:
+        _LOOPS.append(_READING[-1])
+        raise PlanLoop('%s reads the host plan while the plan is made of it' % _READING[-1])
+    host = task_vars['inventory_hostname']
+    hosts = {}
+    if host in task_vars.get('groups', {}).get(GROUP, []):
+        hostvars = task_vars['hostvars']
+        for name in task_vars['groups'][GROUP]:
+            if name != host:
+                seen = hostvars[name]
+                hosts[name] = dict((key, seen[key]) for key in PEER_READ if key in seen)
+    hosts[host] = _task_values(host, task_vars, template)
+    return plan(hosts, host)
+
+
+def _task_values(host, task_vars, template):
+    plan_defaults = spec_defaults('extraction_job', FROM_PLAN)
+    own = {}
+    for key in READ:
+        if key not in task_vars or (key in plan_defaults and task_vars[key] == plan_defaults[key]):
+            continue
+        _READING.append(key)
+        try:
+            own[key] = template(task_vars[key])
+        except Exception:
+            if key in _LOOPS:
+                del _LOOPS[:]
+                raise PlanLoop('%s: %s=%s reads the host plan (lookup eagle3.extraction.host_plan), which is made of '
+                               'it; give it a value that does not read the plan' % (host, key, show(task_vars[key])))
+            raise
+        finally:
+            _READING.pop()
+    return own

@@ -3,12 +3,13 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What each role variable may hold, checked on the controller before any host is touched.
 
-A role's meta/argument_specs.yml gives each variable's type and choices (Ansible's
-ArgumentSpecValidator enforces them, here and when the role starts); what that format cannot
-say - ranges, whole-value patterns, paths that must not be system directories - is RULES
-below, one entry per variable; the rules between variables of a role (a low watermark at most the
-high one, a shard index below the count) are CROSS_RULES, and the variables a container must set
-REQUIRED. This is the one place of these rules: inventory_check (every host of an inventory),
+Each variable's record (plugin_utils/role_variables/<role>.py) gives its type and choices (the
+role's meta/argument_specs.yml is made from it, and Ansible's ArgumentSpecValidator enforces them,
+here and when the role starts) and what that format cannot say - a range, a whole-value pattern, a
+path that must not be a system directory - its rule (RULES, gathered from the records); the rules
+between variables of a role (a low watermark at most the high one, a shard index below the count)
+are CROSS_RULES, and the variables a container must set REQUIRED. This is the one place of these
+rules: inventory_check (every host of an inventory),
 role_input_check (each role's preflight, its first task) and, through a unit test, the job's
 config agree on them. Every string anywhere in a value is also refused when it
 holds a control character (a newline in a value splits a config line or a command line in
@@ -27,358 +28,24 @@ import math
 import os
 import re
 
-from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.eagle3.extraction.plugins.filter.sglang_server_unit import (
-    bad_character, sglang_server_config, systemd_environment)
-from ansible_collections.eagle3.extraction.plugins.module_utils.pct import SHM_SIZE_RE
+from ansible_collections.eagle3.extraction.plugins.filter.sglang_server_unit import bad_character
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
+from ansible_collections.eagle3.extraction.plugins.plugin_utils import variables
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import servers
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import COLLECTION, role_options
-from ansible_collections.eagle3.extraction.plugins.module_utils.validate import VMID_MAX, VMID_MIN, inventory_int, show
-from ansible_collections.eagle3.extraction.plugins.modules.pct_container import (
-    HOSTNAME_RE, OSTEMPLATE_RE, SSH_KEY_RE, STORAGE_RE)
 
-ROLES = ('proxmox_container', 'gpu_check', 'ml_env', 'sglang_patch', 'sglang_server', 'extraction_job')
-
-# Directories a venv, a dump dir or a log must not be (nor the parent of a removed tree).
-SYSTEM_DIRS = frozenset([
-    '/', '/bin', '/boot', '/dev', '/etc', '/home', '/lib', '/lib32', '/lib64', '/libx32', '/media', '/mnt', '/opt',
-    '/proc', '/root', '/run', '/sbin', '/srv', '/sys', '/tmp', '/usr', '/usr/bin', '/usr/lib', '/usr/lib64',
-    '/usr/local', '/usr/local/bin', '/usr/local/lib', '/usr/sbin', '/usr/share', '/var', '/var/lib', '/var/log',
-    '/var/tmp', '/dev/shm', '/etc/sglang', '/var/log/sglang',
-])
-# Trees nothing of ours may live in (of /dev, only /dev/shm holds files of ours).
-SYSTEM_TREES = ('/proc/', '/sys/', '/boot/')
-
-DOTTED_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*')
-UNIT_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9:_.@-]{0,200}')
-# a template unit's prefix, which the role makes <name>@.service of: no '@', no suffix
-TEMPLATE_UNIT_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9:_.-]{0,200}(?<!\.service)')
-DRIVER_VERSION = re.compile(r'[0-9]{1,4}(\.[0-9]{1,4}){0,2}')
-HOST = re.compile(r'[A-Za-z0-9_.:-]{1,253}')
-NODE_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}')
-NET_KEY = re.compile(r'net[0-9]{1,2}')
-# a requirement spec as pip reads it, never an option (-e, --index-url...)
-REQUIREMENT = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?\s*([<>=!~]=?=?\s*[A-Za-z0-9.*+!_-]+'
-                         r'\s*,?\s*)*(\s*;\s*[^;]+)?|[A-Za-z0-9][A-Za-z0-9._-]*\s*@\s*\S+')
-# a stale-segment glob names a prefix: letters first, at most one * and only at the end
-SHM_PATTERN = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]{1,99}\*?')
-DEVICE = re.compile(r'/dev/[A-Za-z0-9_./-]+(,(gid|uid|mode)=[0-9]+)*')
-RAW_LXC = re.compile(r'lxc\.[a-z0-9_.]+\s*[:=]\s*\S.*')
-# NCCL_SOCKET_IFNAME's forms: eth0, eth0,eth1, =eth0 (exact), ^docker,lo (excluded prefixes)
-IFNAMES = re.compile(r'[=^]?[A-Za-z0-9_.:@-]{1,15}(,[A-Za-z0-9_.:@-]{1,15})*')
-SERVER_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,62}')
-# the job's own rule (eagle3_extraction_job/names.py JOB_RE; a unit test holds them equal): no '-',
-# since a rid is <name>-<sample id> and the first '-' of a dump's name separates the two
-JOB_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.]{0,63}')
-URL = re.compile(r'https?://[^\s/?#]+[^\s]*')
-DECIMAL = re.compile(r'[0-9]+(\.[0-9]*)?|\.[0-9]+')
-SHARDS_MAX = 100000
-FEATURES = {'nesting', 'keyctl', 'fuse', 'mount', 'mknod', 'force_rw_sys'}
+ROLES = variables.ROLES
+# each variable's rule beyond its type, from its record
+RULES = dict((name, variable.rule) for name, variable in variables.BY_NAME.items() if variable.rule)
 
 
-class Rule:
-    """One variable's rule beyond its type: fn(value) -> a reason or None."""
-
-    def __init__(self, check, what):
-        self.check = check
-        self.what = what
-
-
-def _number(minimum, maximum, unit=''):
-    def check(value):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return 'not a number'
-        if isinstance(value, float) and not math.isfinite(value):
-            return 'not a finite number'
-        if not minimum <= value <= maximum:
-            return 'out of range'
-        return None
-    return Rule(check, 'a number from %s to %s%s' % (minimum, maximum, ' ' + unit if unit else ''))
-
-
-def _pattern(regex, what, empty=False):
-    def check(value):
-        if empty and value == '':
-            return None
-        if not isinstance(value, str) or not regex.fullmatch(value):
-            return 'not allowed'
-        return None
-    return Rule(check, what + (' (or empty)' if empty else ''))
-
-
-def _path_error(value, empty=False, suffixes=None):
-    if empty and value == '':
-        return None
-    if not isinstance(value, str) or not value.startswith('/') or '\\' in value:
-        return 'not an absolute path'
-    parts = value.split('/')
-    if '..' in parts or '.' in parts or '//' in value or re.search(r'\s', value):
-        return 'not a plain absolute path'
-    normal = value.rstrip('/') or '/'
-    if normal in SYSTEM_DIRS or (normal + '/').startswith(SYSTEM_TREES) or (
-            normal.startswith('/dev/') and not normal.startswith('/dev/shm/')):
-        return 'a system directory'
-    if suffixes and not normal.endswith(suffixes):
-        return 'not a %s file' % ' or '.join(suffixes)
-    return None
-
-
-def _path(empty=False, suffixes=None, what='an absolute path that is not a system directory'):
-    return Rule(lambda value: _path_error(value, empty, suffixes), what + (' (or empty)' if empty else ''))
-
-
-def _each(rule):
-    def check(value):
-        if not isinstance(value, (list, tuple)):
-            return 'not a list'
-        for index, item in enumerate(value):
-            reason = rule.check(item)
-            if reason:
-                return 'refused at item %d (%s: %s)' % (index, show(item), reason)
-        return None
-    return Rule(check, 'a list, each item ' + rule.what)
-
-
-def _vmid(allow_zero):
-    def check(value):
-        if isinstance(value, bool) or not isinstance(value, int):
-            return 'not an integer'
-        if allow_zero and value == 0:
-            return None
-        return None if VMID_MIN <= value <= VMID_MAX else 'out of range'
-    return Rule(check, 'an integer from %d to %d%s' % (VMID_MIN, VMID_MAX, ' (0: none)' if allow_zero else ''))
-
-
-def _gpus(value):
-    if value == 'all':
-        return None
-    if not isinstance(value, (list, tuple)) or not value:
-        return "neither 'all' nor a list of GPU indexes"
-    for item in value:
-        if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item <= 63:
-            return 'item %s is not a GPU index from 0 to 63' % show(item)
-    return None
-
-
-def _net(value):
-    for key, item in value.items():
-        if not isinstance(key, str) or not NET_KEY.fullmatch(key):
-            return 'has the key %s (netN)' % show(key)
-        if not isinstance(item, (str, dict)):
-            return '%s is neither a property string nor a dict' % key
-    return None
-
-
-def _features(value):
-    for key, item in value.items():
-        if key not in FEATURES:
-            return 'has the feature %s (%s)' % (show(key), ', '.join(sorted(FEATURES)))
-        if not isinstance(item, bool):
-            return '%s: %s is not a boolean' % (key, show(item))
-    return None
-
-
-def _tp_size(value):
-    if isinstance(value, bool):
-        return 'a boolean'
-    if isinstance(value, str) and re.fullmatch(r'[0-9]{1,3}', value):
-        value = int(value)
-    if not isinstance(value, int) or not 1 <= value <= 256:
-        return 'not an integer from 1 to 256'
-    return None
-
-
-def _filter(function, *args):
-    def check(value):
-        try:
-            function(value, *args)
-        except AnsibleFilterError as exc:
-            return str(exc)
-        return None
-    return check
-
-
-def _env_over_defaults(env):
-    """sglang_server_env as the unit will hold it over the defaults: a null value drops a default (the plan
-    leaves it out), every other value is rendered as an Environment= line."""
-    if isinstance(env, dict):
-        env = dict((name, value) for name, value in env.items() if value is not None)
-    return systemd_environment(env)
-
-
-def _fraction(value):
-    """value as a number when it is one (or a decimal string), else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return value if math.isfinite(value) else None
-    if isinstance(value, str) and DECIMAL.fullmatch(value):
-        return float(value)
-    return None
-
-
-def _flags(value):
-    """sglang_server_flags: the filter's rules, then the values of the flags the role reads itself."""
-    reason = _filter(sglang_server_config)(value)
-    if reason:
-        return reason
-    if 'tp-size' in value and _tp_size(value['tp-size']):
-        return ("sglang_server_flags['tp-size']=%s is not an integer from 1 to 256; give one (or leave it out and "
-                "set sglang_server_tp_size)" % show(value['tp-size']))
-    fraction = value.get('mem-fraction-static')
-    if fraction not in (None, '') and not 0 < (_fraction(fraction) or 0) < 1:
-        return ("sglang_server_flags['mem-fraction-static']=%s is not a number strictly between 0 and 1 (the share "
-                "of each GPU's memory for weights and KV cache)" % show(fraction))
-    return None
-
-
-def _shard_count(value):
-    count = _as_int(value)
-    if count is None:
-        return 'not an integer'
-    return None if 1 <= count <= SHARDS_MAX else 'out of range'
-
-
-def _shard_indexes(value):
-    if not isinstance(value, (list, tuple)) or not value:
-        return 'not a non-empty list'
-    seen = set()
-    for item in value:
-        index = _as_int(item)
-        if index is None or not 0 <= index < SHARDS_MAX:
-            return 'refused at %s (not a shard index: an integer from 0)' % show(item)
-        if index in seen:
-            return 'refused at %s (given twice: a shard is sent once)' % show(item)
-        seen.add(index)
-    return None
-
-
-def _api_key(value):
-    if not isinstance(value, str):
-        return 'sglang_server_api_key is a %s; it must be a string (quote it)' % type(value).__name__
-    return _filter(lambda v: sglang_server_config({}, v))(value)
-
-
-RULES = {
-    # proxmox_container: pve-container's ranges and formats, as pct_container checks them
-    # required: cross_host_errors says so once
-    'proxmox_container_node': _pattern(NODE_NAME, 'the inventory name of a proxmox_hypervisors host', empty=True),
-    'proxmox_container_vmid': _vmid(allow_zero=False),
-    'proxmox_container_ostemplate': _pattern(OSTEMPLATE_RE, '<storage>:vztmpl/<file> or an absolute path', empty=True),
-    'proxmox_container_storage': _pattern(STORAGE_RE, 'a Proxmox storage id'),
-    'proxmox_container_rootfs_size': _number(0, 131072, 'GiB (0: pct default)'),
-    'proxmox_container_ssh_public_keys': _each(_pattern(SSH_KEY_RE, 'an OpenSSH public key line')),
-    'proxmox_container_hostname': _pattern(HOSTNAME_RE, 'a DNS name'),
-    'proxmox_container_net': Rule(_net, 'netN keys to property strings or dicts'),
-    'proxmox_container_cores': _number(1, 8192, 'cores'),
-    'proxmox_container_memory': _number(16, 268435456, 'MiB'),
-    'proxmox_container_swap': _number(0, 268435456, 'MiB'),
-    'proxmox_container_features': Rule(_features, 'features to booleans'),
-    'proxmox_container_shm_size': _pattern(SHM_SIZE_RE, 'a tmpfs size: a number with k, m, g, t or % (64G, 64T, 50%)'),
-    'proxmox_container_gpus': Rule(_gpus, "'all' or a list of GPU indexes from 0 to 63"),
-    'proxmox_container_extra_devices': _each(_pattern(DEVICE, 'a /dev path with optional ,gid= ,uid= ,mode=')),
-    'proxmox_container_raw_lxc': _each(_pattern(RAW_LXC, 'an lxc.<key>: <value> line')),
-    'proxmox_container_shutdown_timeout': _number(1, 86400, 'seconds'),
-    'proxmox_container_wait_timeout': _number(1, 86400, 'seconds'),
-    # gpu_check
-    'gpu_check_nvidia_smi_path': _path(empty=True),
-    'gpu_check_driver_version': _pattern(DRIVER_VERSION, 'a driver version such as 580.159.04', empty=True),
-    'gpu_check_driver_version_min': _pattern(DRIVER_VERSION, 'a driver version such as 580', empty=True),
-    'gpu_check_gpu_count': _number(0, 64, 'GPUs (0: any)'),
-    'gpu_check_memory_used_max_mib': _number(0, 1048576, 'MiB'),
-    'gpu_check_hypervisor': _pattern(NODE_NAME, 'an inventory host name', empty=True),
-    'gpu_check_reclaim_signal_timeout': _number(1, 3600, 'seconds'),
-    'gpu_check_reclaim_kill_timeout': _number(1, 3600, 'seconds'),
-    'gpu_check_reclaim_wait_timeout': _number(1, 86400, 'seconds'),
-    # ml_env
-    'ml_env_path': _path(),
-    'ml_env_python': _path(what='an absolute path'),
-    'ml_env_packages': _each(_pattern(REQUIREMENT, 'a requirement spec such as sglang==0.5.23 (not a pip option)')),
-    'ml_env_wheelhouse': _path(empty=True),
-    'ml_env_editable': _each(_path()),
-    'ml_env_import_checks': _each(_pattern(DOTTED_NAME, 'a dotted module name')),
-    # sglang_patch
-    'sglang_patch_python': _path(empty=True, what='an absolute path'),
-    # sglang_server
-    'sglang_server_unit': _pattern(UNIT_NAME, 'a unit name: letters, digits and :_.@-'),
-    'sglang_server_python': _path(what='an absolute path'),
-    'sglang_server_module': _pattern(DOTTED_NAME, 'a dotted module name'),
-    'sglang_server_model_path': _path(empty=True),   # required: cross_host_errors says so once
-    'sglang_server_host': _pattern(HOST, 'an address or host name'),
-    'sglang_server_port': _number(1, 65535),
-    'sglang_server_tp_size': Rule(_tp_size, 'an integer from 1 to 256'),
-    'sglang_server_flags': Rule(_flags, 'SGLang flags'),
-    'sglang_server_extra_args': Rule(_filter(lambda v: sglang_server_config({}, '', v)), 'SGLang arguments'),
-    'sglang_server_dump_dir': _path(),
-    'sglang_server_shm_min_free_gib': _number(0, 1048576, 'GiB'),
-    'sglang_server_stale_shm_patterns': _each(_pattern(SHM_PATTERN, 'a segment name prefix with an optional * at '
-                                                                    'the end (nccl-*)')),
-    'sglang_server_env': Rule(_filter(_env_over_defaults), 'NAME: value (null drops a default)'),
-    'sglang_server_api_key': Rule(_api_key, 'a string on one line'),
-    'sglang_server_config_file': _path(suffixes=('.yaml', '.yml'), what='an absolute .yaml path'),
-    'sglang_server_log_file': _path(),
-    'sglang_server_stop_timeout': _number(1, 86400, 'seconds'),
-    'sglang_server_restart_sec': _number(0, 86400, 'seconds'),
-    'sglang_server_start_limit_burst': _number(1, 1000),
-    'sglang_server_start_limit_interval': _number(0, 604800, 'seconds'),
-    'sglang_server_limit_nofile': _number(1024, 1073741816),
-    'sglang_server_hypervisor': _pattern(NODE_NAME, 'an inventory host name', empty=True),
-    'sglang_server_vmid': _vmid(allow_zero=True),
-    'sglang_server_ready_timeout': _number(1, 172800, 'seconds'),
-    # a server over several containers (plugin_utils/server_layout.py checks them across hosts)
-    'sglang_server_name': _pattern(SERVER_NAME, 'a server name: letters, digits and _.- (up to 63)', empty=True),
-    'sglang_server_node_rank': _number(0, 1023),
-    'sglang_server_dist_init_port': _number(1, 65535),
-    'sglang_server_dist_init_host': _pattern(HOST, 'an address or host name the other nodes reach', empty=True),
-    'sglang_server_socket_ifname': _pattern(IFNAMES, 'network interface names as NCCL_SOCKET_IFNAME takes them '
-                                                     '(eth0, eth0,eth1, =eth0, ^docker,lo)', empty=True),
-    # extraction_job
-    'extraction_job_name': _pattern(JOB_NAME, 'letters, digits, _ and . (up to 64, not starting with .; no -: '
-                                              'a rid is <name>-<sample id>)'),
-    'extraction_job_shard_count': Rule(_shard_count, 'an integer from 1 to %d' % SHARDS_MAX),
-    'extraction_job_shard_indexes': Rule(_shard_indexes, 'a non-empty list of distinct shard indexes (integers from 0)'),
-    'extraction_job_server_url': _pattern(URL, 'an http:// or https:// URL'),
-    'extraction_job_output_root': _path(),
-    'extraction_job_dump_dir': _path(),
-    'extraction_job_python': _path(what='an absolute path'),
-    'extraction_job_install_dir': _path(),
-    'extraction_job_config_dir': _path(),
-    'extraction_job_data_dir': _path(),
-    'extraction_job_log_dir': _path(),
-    'extraction_job_unit': _pattern(TEMPLATE_UNIT_NAME, 'a template unit\'s name without @.service: letters, '
-                                                        'digits and :_.-'),
-    'extraction_job_systemd_dir': _path(),
-    'extraction_job_server_unit': _pattern(UNIT_NAME, 'a unit name: letters, digits and :_.@-'),
-    'extraction_job_hidden_size': _number(0, 1048576),
-    'extraction_job_captured_layers': _number(1, 64),
-    'extraction_job_max_length': _number(0, 16777216, 'tokens (0: the model\'s)'),
-    'extraction_job_concurrency': _number(1, 4096),
-    'extraction_job_request_timeout': _number(1, 86400, 'seconds'),
-    'extraction_job_max_attempts': _number(1, 1000),
-    'extraction_job_ack_timeout': _number(1, 86400, 'seconds'),
-    'extraction_job_drain_workers': _number(1, 256),
-    'extraction_job_shm_high': _number(0.01, 0.99),
-    'extraction_job_shm_low': _number(0.0, 0.99),
-    'extraction_job_output_free_floor_gib': _number(0, 1048576, 'GiB'),
-    'extraction_job_output_free_resume_gib': _number(0, 1048576, 'GiB'),
-    # the job refuses to start unless the disk holds the rest of the shard times (1 + margin): a fraction
-    'extraction_job_space_margin': _number(0, 1, '(a fraction: 0.1 is 10%)'),
-    'extraction_job_restart_sec': _number(0, 86400, 'seconds'),
-}
-
-
-# rules whose reason is already a whole message naming the variable (the filters')
 # The chat template's markers, system prompt and ignored text, as SpecForge's templates have
 # them: many end in a newline (Qwen's "<|im_start|>assistant\n", Llama 3's "\n\n") and Llama
 # 3's system prompt holds blank lines. They go only into the job's JSON config (to_nice_json
 # escapes them), never into a unit file or a command line.
-TEMPLATE_TEXT = frozenset([
-    'extraction_job_chat_assistant_header', 'extraction_job_chat_end_of_turn',
-    'extraction_job_chat_system_prompt', 'extraction_job_chat_ignore_tokens',
-])
+TEMPLATE_TEXT = frozenset(name for name, variable in variables.BY_NAME.items() if variable.template_text)
 TEMPLATE_TEXT_CHARACTERS = '\n\t'
 
 
@@ -480,14 +147,9 @@ def across_role_errors(specs, values, defaults=True):
     return errors
 
 
-MESSAGE_RULES = frozenset(RULES[name].check for name in (
-    'sglang_server_flags', 'sglang_server_extra_args', 'sglang_server_env', 'sglang_server_api_key'))
-
-
-def load_specs(collection=COLLECTION):
-    """{role: options of its main entry point}, from each role's meta/argument_specs.yml (spec_defaults.py reads
-    them), each a copy of its own."""
-    return dict((role, copy.deepcopy(role_options(role, collection))) for role in ROLES)
+def load_specs():
+    """{role: options of its main entry point}, from each role's variable records, each a copy of its own."""
+    return dict((role, copy.deepcopy(variables.options(role))) for role in ROLES)
 
 
 def _control_errors(name, value, secret):
@@ -545,7 +207,7 @@ def role_value_errors(options, values):
         value = given[name] if secret else converted.get(name, given[name])
         reason = RULES[name].check(value)
         if reason:
-            if RULES[name].check in MESSAGE_RULES:
+            if RULES[name].whole_message:
                 errors.append(reason)
             else:
                 shown = '(hidden)' if secret else show(given[name])
@@ -604,9 +266,7 @@ def cross_errors(options, given, converted, failed=()):
 
 
 # the variables a container must set (no default serves): {name: what to give}
-REQUIRED = {
-    'sglang_server_model_path': 'the absolute path of the model dir',
-}
+REQUIRED = dict((name, variable.needed) for name, variable in variables.BY_NAME.items() if variable.needed)
 
 
 def required_errors(values, names=None):

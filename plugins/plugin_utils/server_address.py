@@ -28,9 +28,6 @@ from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection i
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import layout
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import COLLECTION, spec_defaults
 
-# what the role's config file is made of, in the order it is merged (a later one wins)
-READ = ('sglang_server_host', 'sglang_server_port', 'sglang_server_flags', 'sglang_server_extra_args',
-        'ansible_host', 'ansible_connection', 'proxmox_container_node')
 WILDCARD = ('0.0.0.0', '::', '')
 LOOPBACK = ('127.0.0.1', 'localhost', '::1')
 # what a client on the host calls for a wildcard bind: SGLang's uvicorn binds :: as an IPv6-only
@@ -187,7 +184,7 @@ def _rank0_urls(where, hosts):
 def address(hosts, host):
     """The server's address as ``host`` has it, from ``{host: {variable: value}}``.
 
-    Only the variables of READ (and the layout's) are read; a host ``hosts`` lacks is a one-node
+    Only the variables host_plan.READ and PEER_READ declare are read; a host ``hosts`` lacks is a one-node
     server of its own; a variable not set is the role's default. Returns ``port`` and ``host`` (what
     the server binds), ``client_url`` (what a client on this host calls: on a node of rank > 0, rank
     0's ``controller_url``, or its ``sglang_server_dist_init_host`` when rank 0 is reached through

@@ -15,27 +15,14 @@ touched. Both read ``{host: {variable: value}}`` with only the values the invent
 
 from __future__ import annotations
 
-import re
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import through_pct
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.variables import SAME_ON_EVERY_NODE, SECRETS
 
 NAME = 'sglang_server_name'
 RANK = 'sglang_server_node_rank'
 DEFAULT_DIST_INIT_PORT = 5000
-# what layout reads of each host
-READ = (NAME, RANK, 'sglang_server_dist_init_port', 'sglang_server_dist_init_host', 'ansible_host', 'ansible_connection')
-SERVER_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,62}')
-# What every node of one server must agree on: the same SGLang, the same patch, the same model and
-# flags (the inventory's values; a value set on one node and not on another differs too).
-SAME_ON_EVERY_NODE = (
-    'ml_env_packages', 'ml_env_wheelhouse', 'ml_env_editable', 'sglang_patch_python', 'sglang_server_module',
-    'sglang_server_model_path', 'sglang_server_port', 'sglang_server_tp_size', 'sglang_server_flags',
-    'sglang_server_extra_args', 'sglang_server_api_key', 'sglang_server_unit', 'sglang_server_dist_init_port',
-    'sglang_server_dist_init_host',
-)
-SAME_PREFIXES = ('sglang_patch_',)
-SECRET = ('sglang_server_api_key',)
 NOT_SET = object()
 
 
@@ -107,7 +94,9 @@ def _gpu_count(values):
 
 
 def _compared(values):
-    return dict((k, v) for k, v in values.items() if k in SAME_ON_EVERY_NODE or k.startswith(SAME_PREFIXES))
+    # what every node of one server must agree on (their records say so): the same SGLang, the same patch, the
+    # same model and flags (the inventory's values; a value set on one node and not on another differs too)
+    return dict((k, v) for k, v in values.items() if k in SAME_ON_EVERY_NODE)
 
 
 def _differences(name, nodes, hosts):
@@ -116,7 +105,7 @@ def _differences(name, nodes, hosts):
     for key in keys:
         seen = [(h, hosts[h].get(key, NOT_SET)) for h in nodes]
         if any(value != seen[0][1] for dummy, value in seen[1:]):
-            shown = ', '.join('%s: %s' % (h, '(not set)' if value is NOT_SET else '(hidden)' if key in SECRET
+            shown = ', '.join('%s: %s' % (h, '(not set)' if value is NOT_SET else '(hidden)' if key in SECRETS
                                           else show(value)) for h, value in seen)
             errors.append('server %s: its nodes differ in %s (%s); every node of a server runs the same SGLang, '
                           'patch, model and flags' % (name, key, shown))

@@ -22,6 +22,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 from ansible_collections.eagle3.extraction.plugins.action import inventory_check, role_input_check
 from ansible_collections.eagle3.extraction.plugins.plugin_utils import role_inputs
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_variables import extraction_job as extraction_job_variables
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -242,7 +243,7 @@ def job_errors(config, case):
 
 def test_the_job_name_rule_is_the_jobs(job_config):
     names = job_config[1]
-    assert role_inputs.JOB_NAME.pattern == names.JOB_RE.pattern
+    assert extraction_job_variables.JOB_NAME.pattern == names.JOB_RE.pattern
 
 
 # (shard indexes without their count: the count's default is the inventory's, a template here)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import ast
 import datetime
 import fnmatch
 import glob
@@ -59,6 +60,17 @@ def test_bad_inputs_are_refused():
         dumps_aside_glob(None)
 
 
+def without_documentation(source):
+    """A variable record file's source less its prose: descriptions, comments, an entry point's short description."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            node.keywords = [keyword for keyword in node.keywords if keyword.arg not in ('description', 'comment')]
+            if getattr(node.func, 'id', None) == 'EntryPoint':
+                node.args = node.args[:1]
+    return ast.unparse(tree)
+
+
 def test_no_task_template_or_job_module_writes_the_name():
     """The contract's name is written in module_utils/dumps.py only (documentation may name it)."""
     offenders = []
@@ -69,6 +81,8 @@ def test_no_task_template_or_job_module_writes_the_name():
             text = path.read_text()
             if path.suffix == '.yml':
                 text = yaml.safe_dump(yaml.safe_load(text))  # comments are documentation
+            if path.parent.name == 'role_variables':
+                text = without_documentation(text)  # a record's description and comment are documentation
             if dumps.ASIDE in text and path != REPO / 'plugins' / 'module_utils' / 'dumps.py':
                 offenders.append(str(path.relative_to(REPO)))
     assert offenders == []

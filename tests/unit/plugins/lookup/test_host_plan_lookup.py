@@ -10,6 +10,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
 from ansible_collections.eagle3.extraction.plugins.lookup.host_plan import LookupModule
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.host_plan import PlanError, task_plan
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import spec_defaults
 
 HOSTVARS = {
@@ -89,3 +90,29 @@ def test_bad_input_fails_naming_it(own, kwargs, message):
     with pytest.raises(AnsibleLookupError) as caught:
         lookup('ct2', own, **kwargs)
     assert message in str(caught.value)
+
+
+
+@pytest.mark.parametrize('name', ['extraction_job_dump_dir', 'sglang_server_port'])
+def test_a_value_that_reads_its_own_plan_is_refused_by_name(name):
+    """Such a value would make the lookup call itself without end (twenty nested errors before this check): here
+    the template function stands in for Ansible's, which runs the lookup again on such a value
+    (tests/integration/test_host_plan_loop.py runs the real one)."""
+    task_vars = dict(HOSTVARS['ct2'], inventory_hostname='ct2', hostvars=HOSTVARS,
+                     groups={'extraction_servers': list(HOSTVARS)})
+    task_vars[name] = 'reads the plan'
+
+    def template(value):
+        if value == 'reads the plan':
+            try:
+                task_plan(task_vars, template)
+            except PlanError as exc:
+                raise RuntimeError('the lookup failed: %s' % exc) from None   # as Ansible wraps it
+        return value
+
+    with pytest.raises(PlanError) as failed:
+        task_plan(task_vars, template)
+    assert str(failed.value) == ("ct2: %s='reads the plan' reads the host plan (lookup eagle3.extraction.host_plan), "
+                                 "which is made of it; give it a value that does not read the plan" % name)
+    # the next plan of the process is made as usual
+    assert lookup('ct2')['server']['url'] == 'http://127.0.0.1:8000'

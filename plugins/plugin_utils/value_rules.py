@@ -1,0 +1,127 @@
+# -*- coding: utf-8 -*-
+# Copyright: eagle3.extraction maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The building blocks of a variable's rule beyond its type: ranges, whole-value patterns, paths
+that must not be system directories, lists of those.
+
+A rule is what a variable's record (plugin_utils/role_variables/<role>.py) says it may hold
+beyond the argument spec's type and choices; role_inputs.py applies them. A rule's check returns a
+reason ('out of range') or None, and its ``what`` says what to give instead: the message names the
+variable and its value around them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import VMID_MAX, VMID_MIN, show
+
+# Directories a venv, a dump dir or a log must not be (nor the parent of a removed tree).
+SYSTEM_DIRS = frozenset([
+    '/', '/bin', '/boot', '/dev', '/etc', '/home', '/lib', '/lib32', '/lib64', '/libx32', '/media', '/mnt', '/opt',
+    '/proc', '/root', '/run', '/sbin', '/srv', '/sys', '/tmp', '/usr', '/usr/bin', '/usr/lib', '/usr/lib64',
+    '/usr/local', '/usr/local/bin', '/usr/local/lib', '/usr/sbin', '/usr/share', '/var', '/var/lib', '/var/log',
+    '/var/tmp', '/dev/shm', '/etc/sglang', '/var/log/sglang',
+])
+# Trees nothing of ours may live in (of /dev, only /dev/shm holds files of ours).
+SYSTEM_TREES = ('/proc/', '/sys/', '/boot/')
+
+# the patterns more than one role's variables take
+DOTTED_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*')
+UNIT_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9:_.@-]{0,200}')
+NODE_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}')
+HOST = re.compile(r'[A-Za-z0-9_.:-]{1,253}')
+DECIMAL = re.compile(r'[0-9]+(\.[0-9]*)?|\.[0-9]+')
+
+
+class Rule:
+    """One variable's rule beyond its type: check(value) -> a reason or None; what: what to give."""
+
+    def __init__(self, check, what, whole_message=False):
+        self.check = check
+        self.what = what
+        # the check's reason is already a whole message naming the variable (the config file's checks)
+        self.whole_message = whole_message
+
+
+def number(minimum, maximum, unit=''):
+    """A finite number (not a boolean) from minimum to maximum."""
+    def check(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return 'not a number'
+        if isinstance(value, float) and not math.isfinite(value):
+            return 'not a finite number'
+        if not minimum <= value <= maximum:
+            return 'out of range'
+        return None
+    return Rule(check, 'a number from %s to %s%s' % (minimum, maximum, ' ' + unit if unit else ''))
+
+
+def pattern(regex, what, empty=False):
+    """A string the regex matches whole (or empty, when empty is true)."""
+    def check(value):
+        if empty and value == '':
+            return None
+        if not isinstance(value, str) or not regex.fullmatch(value):
+            return 'not allowed'
+        return None
+    return Rule(check, what + (' (or empty)' if empty else ''))
+
+
+def path_error(value, empty=False, suffixes=None):
+    """Why value is not a plain absolute path outside the system's directories, or None."""
+    if empty and value == '':
+        return None
+    if not isinstance(value, str) or not value.startswith('/') or '\\' in value:
+        return 'not an absolute path'
+    parts = value.split('/')
+    if '..' in parts or '.' in parts or '//' in value or re.search(r'\s', value):
+        return 'not a plain absolute path'
+    normal = value.rstrip('/') or '/'
+    if normal in SYSTEM_DIRS or (normal + '/').startswith(SYSTEM_TREES) or (
+            normal.startswith('/dev/') and not normal.startswith('/dev/shm/')):
+        return 'a system directory'
+    if suffixes and not normal.endswith(suffixes):
+        return 'not a %s file' % ' or '.join(suffixes)
+    return None
+
+
+def path(empty=False, suffixes=None, what='an absolute path that is not a system directory'):
+    """A plain absolute path that is not a system directory (path_error)."""
+    return Rule(lambda value: path_error(value, empty, suffixes), what + (' (or empty)' if empty else ''))
+
+
+def each(rule):
+    """A list whose every item passes rule."""
+    def check(value):
+        if not isinstance(value, (list, tuple)):
+            return 'not a list'
+        for index, item in enumerate(value):
+            reason = rule.check(item)
+            if reason:
+                return 'refused at item %d (%s: %s)' % (index, show(item), reason)
+        return None
+    return Rule(check, 'a list, each item ' + rule.what)
+
+
+def vmid(allow_zero):
+    """A Proxmox container ID (0 too, meaning none, when allow_zero)."""
+    def check(value):
+        if isinstance(value, bool) or not isinstance(value, int):
+            return 'not an integer'
+        if allow_zero and value == 0:
+            return None
+        return None if VMID_MIN <= value <= VMID_MAX else 'out of range'
+    return Rule(check, 'an integer from %d to %d%s' % (VMID_MIN, VMID_MAX, ' (0: none)' if allow_zero else ''))
+
+
+def fraction(value):
+    """value as a number when it is one (or a decimal string), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str) and DECIMAL.fullmatch(value):
+        return float(value)
+    return None
