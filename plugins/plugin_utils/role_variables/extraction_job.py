@@ -285,8 +285,8 @@ VARIABLES = (
         description='Where the unit file is written.',
         rule=path()),
     Variable(
-        'extraction_job_server_unit', 'str', "{{ sglang_server_unit | default('sglang-extraction') }}",
-        description="The server's unit: the job starts after it.",
+        'extraction_job_server_unit', 'str', "{{ lookup('eagle3.extraction.host_plan').server.unit }}",
+        description="The server's unit: the job starts after it (default the host's plan's, sglang_server_unit's value).",
         rule=pattern(UNIT_NAME, 'a unit name: letters, digits and :_.@-')),
     Variable(
         'extraction_job_restart_sec', 'int', 30,

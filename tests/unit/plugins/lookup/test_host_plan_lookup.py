@@ -65,6 +65,15 @@ def test_the_jobs_defaults_read_the_plan_without_recursion():
                                     '2': '/srv/eagle3-extraction/extraction/shard-2-of-3'}
 
 
+def test_the_jobs_server_unit_is_its_servers_as_the_plan_has_it():
+    # extraction_job_server_unit's default reads the plan: sglang_server_unit's default is written in its record
+    # only, not again in extraction_job's
+    default = spec_defaults('extraction_job', ('extraction_job_server_unit',))['extraction_job_server_unit']
+    assert default == "{{ lookup('eagle3.extraction.host_plan').server.unit }}"
+    assert lookup('ct2')['server']['unit'] == spec_defaults('sglang_server', ('sglang_server_unit',))['sglang_server_unit']
+    assert lookup('ct2', {'sglang_server_unit': 'sglang-kimi'})['server']['unit'] == 'sglang-kimi'
+
+
 def test_templates_are_resolved_as_the_role_sees_them():
     found = lookup('ct2', {'sglang_server_tp_size': trust_as_template('{{ gpu_check_gpu_count }}'), 'gpu_check_gpu_count': 4,
                            'ml_env_path': '/opt/venv'})
