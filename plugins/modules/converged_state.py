@@ -231,10 +231,10 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.eagle3.extraction.plugins.module_utils.converged_differs import NOT_COMPARED
-from ansible_collections.eagle3.extraction.plugins.module_utils.shard_files import config_output_dir
-from ansible_collections.eagle3.extraction.plugins.module_utils.shard_status import read_status
 from ansible_collections.eagle3.extraction.plugins.module_utils.file_digest import fingerprint
 from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import health, unit_properties, unit_running
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_files import config_output_dir
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_status import read_status
 
 
 def read_stamp(path):

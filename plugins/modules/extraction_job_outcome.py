@@ -73,9 +73,9 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import log_tail, unit_properties, unit_running
 from ansible_collections.eagle3.extraction.plugins.module_utils.shard_files import config_output_dir
 from ansible_collections.eagle3.extraction.plugins.module_utils.shard_status import read_status
-from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import log_tail, unit_properties, unit_running
 
 # the job's exit status when it refuses (eagle3_extraction_job.job.EXIT_REFUSED): systemd does not restart it
 EXIT_REFUSED = '2'
