@@ -24,11 +24,6 @@ description:
 author:
   - eagle3.extraction maintainers (@eagle3)
 options:
-  unit:
-    description:
-      - The systemd unit, with its suffix (V(sglang-extraction.service)).
-    type: str
-    required: true
   url:
     description:
       - The health URL, V(http://) or V(https://).
@@ -58,6 +53,7 @@ options:
     default: 0
 extends_documentation_fragment:
   - eagle3.extraction.attributes
+  - eagle3.extraction.systemd_unit
 seealso:
   - module: ansible.builtin.uri
     description: One HTTP request, without the unit's state or the log.

@@ -18,16 +18,11 @@ description:
     loaded and failed, or loaded at all with O(start_count=true); a unit that is not loaded (no unit file, or
     unloaded since) is left alone.
   - The reset also sets the unit's C(NRestarts) back to 0.
-  - RV(changed) is true when the unit was failed (its state becomes C(inactive)); clearing the start count of a
+  - C(changed) is true when the unit was failed (its state becomes C(inactive)); clearing the start count of a
     unit that is not failed changes nothing a user sees and is not reported as a change.
 author:
   - eagle3.extraction maintainers (@eagle3)
 options:
-  unit:
-    description:
-      - The systemd unit, with its suffix (V(sglang-extraction.service)).
-    type: str
-    required: true
   start_count:
     description:
       - Also clear the start count of a loaded unit that is not failed (after a stop, before the next start; a unit
@@ -36,6 +31,7 @@ options:
     default: false
 extends_documentation_fragment:
   - eagle3.extraction.attributes
+  - eagle3.extraction.systemd_unit
 seealso:
   - module: eagle3.extraction.server_health
   - module: ansible.builtin.systemd_service
