@@ -33,12 +33,11 @@ from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.eagle3.extraction.plugins.filter.sglang_server_unit import (
     bad_character, sglang_server_config, systemd_environment)
-from ansible_collections.eagle3.extraction.plugins.module_utils.pct import SHM_SIZE_RE
+from ansible_collections.eagle3.extraction.plugins.module_utils.pct import (
+    HOSTNAME_RE, OSTEMPLATE_RE, SHM_SIZE_RE, SSH_KEY_RE, STORAGE_RE)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import servers
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import COLLECTION, role_options
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import VMID_MAX, VMID_MIN, inventory_int, show
-from ansible_collections.eagle3.extraction.plugins.modules.pct_container import (
-    HOSTNAME_RE, OSTEMPLATE_RE, SSH_KEY_RE, STORAGE_RE)
 
 ROLES = ('proxmox_container', 'gpu_check', 'ml_env', 'sglang_patch', 'sglang_server', 'extraction_job')
 
