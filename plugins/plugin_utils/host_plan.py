@@ -31,6 +31,8 @@ from ansible_collections.eagle3.extraction.plugins.module_utils.validate import 
 from ansible_collections.eagle3.extraction.plugins.plugin_utils import server_address, server_layout
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.extraction_job import job_dir
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.ml_env import venv_python
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_config import (
+    FLAG_VARIABLES, ServerConfigError, checked_flags)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import COLLECTION, spec_defaults
 
 # where extract.yml records each host's last successful run (playbooks/tasks/converged.yml)
@@ -45,8 +47,9 @@ NCCL_PCIE = {
     'NCCL_NTHREADS': '512',
 }
 # the variables the plan is made of (with those its parts read): a caller passes those that are set
-SERVER = ('sglang_server_model_path', 'sglang_server_tp_size', 'sglang_server_dump_dir', 'sglang_server_interconnect',
-          'sglang_server_socket_ifname', 'sglang_server_env', 'sglang_server_unit', 'sglang_server_module')
+SERVER = ('sglang_server_model_path', 'sglang_server_tp_size', 'sglang_server_flags', 'sglang_server_dump_dir',
+          'sglang_server_interconnect', 'sglang_server_socket_ifname', 'sglang_server_env', 'sglang_server_unit',
+          'sglang_server_module')
 JOB = ('extraction_job_name', 'extraction_job_output_root', 'extraction_job_shard_indexes', 'extraction_job_shard_count',
        'extraction_job_server_url', 'extraction_job_dump_dir')
 # what the plan reads of the other hosts: their server's layout and rank 0's address
@@ -107,9 +110,9 @@ def _server(hosts, host, values, collection):
     def given(name):
         return _given(values, 'sglang_server', name, collection)
 
-    flags = {'model-path': given('sglang_server_model_path'), 'host': given('sglang_server_host'),
-             'port': given('sglang_server_port'), 'tp-size': given('sglang_server_tp_size')}
-    flags.update(given('sglang_server_flags') or {})
+    # the four flags of their own variables, then sglang_server_flags (which may not set those)
+    flags = dict((flag, given(variable)) for flag, variable in FLAG_VARIABLES.items())
+    flags.update(checked_flags(given('sglang_server_flags') or {}))
     if where['nnodes'] > 1:
         flags.update({'nnodes': where['nnodes'], 'node-rank': where['rank'], 'dist-init-addr': where['dist_init_addr']})
     tp_size = _size(flags['tp-size'])
@@ -167,7 +170,7 @@ def plan(hosts, host, collection=COLLECTION):
     values = hosts.get(host, {})
     try:
         server = _server(hosts, host, values, collection)
-    except server_address.AddressError as exc:
+    except (server_address.AddressError, ServerConfigError) as exc:
         raise PlanError('%s: %s' % (host, exc)) from None
     python = values.get('ml_env_python_bin') or venv_python(values.get('ml_env_path'), collection)
     return {'server': server, 'python': python, 'job': _job(values, server, collection), 'stamp': STAMP}

@@ -27,14 +27,13 @@ import math
 import os
 import re
 
-from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.eagle3.extraction.plugins.filter.sglang_server_unit import (
-    bad_character, sglang_server_config, systemd_environment)
 from ansible_collections.eagle3.extraction.plugins.module_utils.pct import (
     HOSTNAME_RE, OSTEMPLATE_RE, SHM_SIZE_RE, SSH_KEY_RE, STORAGE_RE)
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_config import (
+    ServerConfigError, bad_character, check_api_key, checked_flags, environment_lines, parse_extra_args)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import servers
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import COLLECTION, role_options
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import VMID_MAX, VMID_MIN, inventory_int, show
@@ -190,11 +189,12 @@ def _tp_size(value):
     return None
 
 
-def _filter(function, *args):
+def _server_config(function):
+    """A check of plugin_utils/server_config.py as a rule: its message, which names the variable, or None."""
     def check(value):
         try:
-            function(value, *args)
-        except AnsibleFilterError as exc:
+            function(value)
+        except ServerConfigError as exc:
             return str(exc)
         return None
     return check
@@ -205,7 +205,7 @@ def _env_over_defaults(env):
     leaves it out), every other value is rendered as an Environment= line."""
     if isinstance(env, dict):
         env = dict((name, value) for name, value in env.items() if value is not None)
-    return systemd_environment(env)
+    return environment_lines(env)
 
 
 def _fraction(value):
@@ -220,13 +220,11 @@ def _fraction(value):
 
 
 def _flags(value):
-    """sglang_server_flags: the filter's rules, then the values of the flags the role reads itself."""
-    reason = _filter(sglang_server_config)(value)
+    """sglang_server_flags: the config file's rules (none of the four flags of their own variables), then the
+    value of a flag the role reads itself."""
+    reason = _server_config(checked_flags)(value)
     if reason:
         return reason
-    if 'tp-size' in value and _tp_size(value['tp-size']):
-        return ("sglang_server_flags['tp-size']=%s is not an integer from 1 to 256; give one (or leave it out and "
-                "set sglang_server_tp_size)" % show(value['tp-size']))
     fraction = value.get('mem-fraction-static')
     if fraction not in (None, '') and not 0 < (_fraction(fraction) or 0) < 1:
         return ("sglang_server_flags['mem-fraction-static']=%s is not a number strictly between 0 and 1 (the share "
@@ -258,7 +256,7 @@ def _shard_indexes(value):
 def _api_key(value):
     if not isinstance(value, str):
         return 'sglang_server_api_key is a %s; it must be a string (quote it)' % type(value).__name__
-    return _filter(lambda v: sglang_server_config({}, v))(value)
+    return _server_config(check_api_key)(value)
 
 
 RULES = {
@@ -310,12 +308,12 @@ RULES = {
     'sglang_server_port': _number(1, 65535),
     'sglang_server_tp_size': Rule(_tp_size, 'an integer from 1 to 256'),
     'sglang_server_flags': Rule(_flags, 'SGLang flags'),
-    'sglang_server_extra_args': Rule(_filter(lambda v: sglang_server_config({}, '', v)), 'SGLang arguments'),
+    'sglang_server_extra_args': Rule(_server_config(parse_extra_args), 'SGLang arguments'),
     'sglang_server_dump_dir': _path(),
     'sglang_server_shm_min_free_gib': _number(0, 1048576, 'GiB'),
     'sglang_server_stale_shm_patterns': _each(_pattern(SHM_PATTERN, 'a segment name prefix with an optional * at '
                                                                     'the end (nccl-*)')),
-    'sglang_server_env': Rule(_filter(_env_over_defaults), 'NAME: value (null drops a default)'),
+    'sglang_server_env': Rule(_server_config(_env_over_defaults), 'NAME: value (null drops a default)'),
     'sglang_server_api_key': Rule(_api_key, 'a string on one line'),
     'sglang_server_config_file': _path(suffixes=('.yaml', '.yml'), what='an absolute .yaml path'),
     'sglang_server_log_file': _path(),
@@ -663,12 +661,10 @@ def cross_host_errors(hosts, hypervisors):
         elif vmid is not None and isinstance(node, str) and node:
             placed.setdefault((node, vmid), []).append(host)
         errors.extend('%s: %s' % (host, error) for error in required_errors(values))
-        flags = values.get('sglang_server_flags') if isinstance(values.get('sglang_server_flags'), dict) else {}
-        tp_size = _as_int(flags.get('tp-size', values.get('sglang_server_tp_size')))
+        tp_size = _as_int(values.get('sglang_server_tp_size'))
         gpus = _as_int(values.get('gpu_check_gpu_count'))
         if tp_size and gpus and gpus % tp_size and host not in multinode:
-            errors.append('%s: tp-size %d (sglang_server_tp_size or sglang_server_flags.tp-size) does not divide '
-                          'gpu_check_gpu_count=%d' % (host, tp_size, gpus))
+            errors.append('%s: sglang_server_tp_size=%d does not divide gpu_check_gpu_count=%d' % (host, tp_size, gpus))
     for (node, vmid), same in sorted(placed.items()):
         if len(same) > 1:
             errors.append('%s are all container %d on %s (proxmox_container_vmid %s); a container is one host, '
