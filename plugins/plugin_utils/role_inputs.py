@@ -367,7 +367,6 @@ RULES = {
 }
 
 
-# rules whose reason is already a whole message naming the variable (the filters')
 # The chat template's markers, system prompt and ignored text, as SpecForge's templates have
 # them: many end in a newline (Qwen's "<|im_start|>assistant\n", Llama 3's "\n\n") and Llama
 # 3's system prompt holds blank lines. They go only into the job's JSON config (to_nice_json
@@ -477,6 +476,7 @@ def across_role_errors(specs, values, defaults=True):
     return errors
 
 
+# rules whose reason is already a whole message naming the variable (plugin_utils/server_config.py's)
 MESSAGE_RULES = frozenset(RULES[name].check for name in (
     'sglang_server_flags', 'sglang_server_extra_args', 'sglang_server_env', 'sglang_server_api_key'))
 

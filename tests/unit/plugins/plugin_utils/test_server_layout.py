@@ -4,6 +4,7 @@ and the values, before any host is touched. In-process: many layouts, no Ansible
 
 import pytest
 
+from ansible_collections.eagle3.extraction.plugins.plugin_utils import server_layout
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import cross_host_errors
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import layout, layout_errors
 
@@ -175,3 +176,14 @@ def test_an_ipv6_rank_0_is_put_into_the_urls_in_brackets():
     assert address(hosts, 'ct3')['client_url'] == 'http://[fd00:200::101]:8000'
     assert address(hosts, 'ct1')['controller_url'] == 'http://[fd00:200::101]:8000'
     assert layout(hosts, 'ct3')['dist_init_addr'] == '[fd00:200::101]:5000'
+
+
+def test_the_dist_init_port_is_the_role_default_when_not_set(monkeypatch):
+    # the default is the argument spec's, read there (not 5000 written again in code)
+    hosts = fleet(ct1=node(0, address='10.0.0.1'), ct3=node(1, address='10.0.0.3'))
+    assert layout(hosts, 'ct3')['dist_init_addr'] == '10.0.0.1:5000'
+    monkeypatch.setattr(server_layout, 'spec_defaults', lambda role, names: {'sglang_server_dist_init_port': 6123})
+    assert layout(hosts, 'ct3')['dist_init_addr'] == '10.0.0.1:6123'
+    assert layout_errors(fleet(ct1=node(0, sglang_server_port=6123), ct3=node(1, sglang_server_port=6123))) == [
+        'server duo: rank 0 (ct1) has sglang_server_dist_init_port=6123 (the default), the port it serves HTTP on '
+        '(sglang_server_port=6123); the nodes meet on another port: give sglang_server_dist_init_port a free one']
