@@ -32,6 +32,7 @@ import time
 from urllib.parse import unquote
 
 from ansible_collections.eagle3.extraction.plugins.module_utils import command
+from ansible_collections.eagle3.extraction.plugins.module_utils.pct_formats import SHM_SIZE_RE
 
 # ---------------------------------------------------------------------------
 # pct outputs
@@ -401,14 +402,6 @@ READ_AT_START = {'hostname': 'the container gets its hostname when it starts'}
 
 DEVICE_KEY_RE = re.compile(r'^dev(\d+)\Z')
 NET_KEY_RE = re.compile(r'^net(\d+)\Z')
-# pve-common's formats (pct_container's options; the inventory check's rules read them too): a storage id,
-# a DNS name (the hostname), a template volume (<storage>:vztmpl/<file>) or an absolute path to a template
-# archive, an OpenSSH public key line
-STORAGE_RE = re.compile(r'[A-Za-z][A-Za-z0-9\-_.]*[A-Za-z0-9]')
-HOSTNAME_RE = re.compile(r'(?=.{1,253}\Z)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?'
-                         r'(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*')
-OSTEMPLATE_RE = re.compile(r'([A-Za-z][A-Za-z0-9\-_.]*[A-Za-z0-9]:[^\s]+|/[^\s]+)')
-SSH_KEY_RE = re.compile(r'(ssh-[a-z0-9]+|ecdsa-sha2-[a-z0-9]+|sk-[a-z0-9@.\-]+) [A-Za-z0-9+/]+=*( [^\s].*)?')
 MAX_DEVICES = 256
 
 
@@ -633,7 +626,6 @@ def predict_text(conf, plan, running, wanted_raw, owned):
 # ---------------------------------------------------------------------------
 # /dev/shm
 
-SHM_SIZE_RE = re.compile(r'[1-9]\d{0,14}[kKmMgGtT%]?')
 
 
 def shm_mount_entry(size):

@@ -385,19 +385,17 @@ from ansible_collections.eagle3.extraction.plugins.module_utils.file_digest impo
 from ansible_collections.eagle3.extraction.plugins.module_utils.redact import redact_text
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import (
     executable_file_error, fullmatch_error, number_errors, number_option, option_value_errors, show, vmid_error)
+from ansible_collections.eagle3.extraction.plugins.module_utils.pct_formats import (
+    HOSTNAME_RE, OSTEMPLATE_RE, SSH_KEY_RE, STORAGE_RE)
 from ansible_collections.eagle3.extraction.plugins.module_utils.pct import (
     DEFAULT_PCT_TIMEOUT,
     ConfigFile,
     ConfigLock,
-    HOSTNAME_RE,
     NET_KEY_RE,
-    OSTEMPLATE_RE,
     Pct,
     PctError,
     PctOutputError,
     RAW_LXC_RE,
-    SSH_KEY_RE,
-    STORAGE_RE,
     edit_raw_lxc,
     is_shm_mount_entry,
     normalize_device,

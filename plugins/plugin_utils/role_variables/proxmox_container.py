@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.eagle3.extraction.plugins.module_utils.pct import (
+from ansible_collections.eagle3.extraction.plugins.module_utils.pct_formats import (
     HOSTNAME_RE, OSTEMPLATE_RE, SHM_SIZE_RE, SSH_KEY_RE, STORAGE_RE)
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.value_rules import (
