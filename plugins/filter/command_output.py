@@ -16,14 +16,14 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.nvidia_devices import parse_proc_devices
 from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import unit_running
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.printed_text import printed_text
 
 
 def _text(value, name):
-    if isinstance(value, bytes):
-        value = value.decode('utf-8', 'replace')
-    if not isinstance(value, str):
-        raise AnsibleFilterError('%s: the input must be the text the command printed (stdout)' % name)
-    return value
+    try:
+        return printed_text(value, name)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from None
 
 
 def systemd_unit_names(stdout, running=False):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.eagle3.extraction.plugins.filter.command_output import _text
 from ansible_collections.eagle3.extraction.plugins.module_utils.nvidia_devices import choose
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.printed_text import printed_text
 
 
 def nvidia_device_nodes(found, gpus, proc_devices_text):
@@ -20,7 +20,11 @@ def nvidia_device_nodes(found, gpus, proc_devices_text):
         raise AnsibleFilterError('nvidia_device_nodes: the input must be the list of device node paths found')
     if gpus != 'all' and (isinstance(gpus, (str, bytes)) or not isinstance(gpus, (list, tuple))):
         raise AnsibleFilterError("nvidia_device_nodes: gpus must be 'all' or a list of GPU indexes, not %r" % (gpus,))
-    return choose(found, gpus, _text(proc_devices_text, 'nvidia_device_nodes'))
+    try:
+        text = printed_text(proc_devices_text, 'nvidia_device_nodes')
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+    return choose(found, gpus, text)
 
 
 class FilterModule(object):

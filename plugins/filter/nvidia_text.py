@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.gpu_text import gpus_text, processes_text
+
 
 def _items(value, name, what):
     if not isinstance(value, (list, tuple)) or not all(isinstance(item, dict) for item in value):
@@ -22,20 +24,13 @@ def _items(value, name, what):
 
 def nvidia_gpus_text(gpus):
     """``GPU <index> <name> <uuid>`` of each GPU, joined with ``, ``."""
-    return ', '.join('GPU %s %s %s' % (gpu.get('index'), gpu.get('name'), gpu.get('uuid'))
-                     for gpu in _items(gpus, 'nvidia_gpus_text', 'GPUs'))
+    return gpus_text(_items(gpus, 'nvidia_gpus_text', 'GPUs'))
 
 
 def nvidia_processes_text(processes, gpus=False):
     """Each compute process in a few words: ``PID <pid> (<name>, <MiB> MiB)`` joined with ``, ``; with
     ``gpus``, ``PID <pid> (<name>) holds <MiB> MiB on GPU <index> (<uuid>)`` joined with ``; ``."""
-    processes = _items(processes, 'nvidia_processes_text', 'compute processes')
-    if gpus:
-        return '; '.join('PID %s (%s) holds %s MiB on GPU %s (%s)' % (
-            p.get('pid'), p.get('process_name'), p.get('used_memory_mib'), p.get('gpu_index'), p.get('gpu_uuid'))
-            for p in processes)
-    return ', '.join('PID %s (%s, %s MiB)' % (p.get('pid'), p.get('process_name'), p.get('used_memory_mib'))
-                     for p in processes)
+    return processes_text(_items(processes, 'nvidia_processes_text', 'compute processes'), gpus)
 
 
 class FilterModule(object):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: eagle3.extraction maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""rollout_converged: whether extract.yml leaves a host's server alone, by the rule (rollout_table.converged)
+"""rollout_converged: whether extract.yml leaves a host's server alone, by the rule (plugin_utils/rollout_hosts.converged)
 by which the rollout table reports it unchanged."""
 
 from __future__ import annotations
@@ -42,12 +42,15 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.eagle3.extraction.plugins.filter.rollout_table import converged, host_values
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.rollout_hosts import converged, host_values
 
 
 def rollout_converged(hosts, hostvars, host):
     """Whether extract.yml leaves ``host``'s server alone (converged()), as the table reports it."""
-    values = host_values(hosts, hostvars, 'rollout_converged')
+    try:
+        values = host_values(hosts, hostvars)
+    except ValueError as exc:
+        raise AnsibleFilterError('rollout_converged: %s' % exc) from None
     if host not in values:
         raise AnsibleFilterError('rollout_converged: %s is not one of the extraction servers' % host)
     return converged(values, host)

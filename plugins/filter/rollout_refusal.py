@@ -61,9 +61,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-
-def _text(value):
-    return str(value if value is not None else '').strip()
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_listing import no_answer
 
 
 def rollout_refusal(listed, inventory_checked, host, node, limit=''):
@@ -75,21 +73,6 @@ def rollout_refusal(listed, inventory_checked, host, node, limit=''):
                 "hypervisors beside the containers, for example --limit '%s,%s,localhost'."
                 % (limit, host, node or '<its hypervisor>'))
     return no_answer(listed, node)
-
-
-def no_answer(listed, node):
-    """Why the pct_list result ``listed`` of hypervisor ``node`` (None: not in this run) is no answer, or '' when
-    it answered: the one rule for it, which converged_state's action (converged_inputs.listed) reads too."""
-    if listed is None:
-        return ('hypervisor %s is unreachable: it is not in this run: name it in --limit beside its containers'
-                % node)
-    if listed.get('unreachable'):
-        return 'hypervisor %s is unreachable: %s' % (node, _text(listed.get('msg')) or 'it was not reached')
-    if 'running' not in listed:
-        return 'pct list failed on hypervisor %s (rc %s): %s' % (
-            node, listed.get('rc', '-') if listed.get('rc') is not None else '-',
-            _text(listed.get('stderr')) or _text(listed.get('msg')))
-    return ''
 
 
 class FilterModule(object):

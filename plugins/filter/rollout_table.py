@@ -51,13 +51,9 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.text_table import table_lines
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import through_pct
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.host_plan import PEER_READ
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import layout
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.rollout_hosts import (
+    CONVERGED, RESULT, converged, host_values)
 
-RESULT = '__extract_result'
-# the converged check's result (converged_state, playbooks/tasks/converged.yml)
-CONVERGED = '__extract_converged'
-READ = PEER_READ + ('proxmox_container_vmid', 'proxmox_container_node', RESULT, CONVERGED)
 HEADER = ['SERVER', 'VMID@HYPERVISOR', 'GPUS', 'DRIVER', 'URL', 'HEALTH', 'RUN']
 NOT_REACHED = {'health': 'UNREACHABLE', 'run': '-'}
 NOT_REACHED_CAUSE = 'unreachable %s, or the rollout stopped before it (extract_max_fail_percentage)'
@@ -69,15 +65,6 @@ def unique(values):
         if value not in seen:
             seen.append(value)
     return seen
-
-
-def converged(hosts, name):
-    """Whether the server of ``name`` is left alone: every node of it converged at the start of the run
-    (a node that runs its roles may restart the server, and its peers must be there to start again
-    with it) and none has a result of this run (an applied node's record also says converged)."""
-    nodes = layout(hosts, name)['nodes']
-    return all((hosts[node].get(CONVERGED) or {}).get('converged') is True and RESULT not in hosts[node]
-               for node in nodes)
 
 
 def result_of(hosts, name):
@@ -155,18 +142,11 @@ def rollout_lines(hosts, plans):
     return table_lines(rows) + ['%d of %d servers healthy' % (healthy, len(rows) - 1)] + failures
 
 
-def host_values(hosts, hostvars, name):
-    if not isinstance(hosts, (list, tuple)) or not all(isinstance(host, str) for host in hosts):
-        raise AnsibleFilterError('%s: the input must be the list of extraction servers' % name)
-    values = {}
-    for host in hosts:
-        found = hostvars[host]
-        values[host] = dict((key, found[key]) for key in READ if key in found)
-    return values
-
-
 def rollout_table(hosts, hostvars, plans):
-    values = host_values(hosts, hostvars, 'rollout_table')
+    try:
+        values = host_values(hosts, hostvars)
+    except ValueError as exc:
+        raise AnsibleFilterError('rollout_table: %s' % exc) from None
     if not isinstance(plans, dict) or not all(host in plans for host in hosts):
         raise AnsibleFilterError("rollout_table: plans must be inventory_check's plans, a dict with every host's")
     return '\n'.join(rollout_lines(values, plans))

@@ -32,6 +32,7 @@ import time
 from urllib.parse import unquote
 
 from ansible_collections.eagle3.extraction.plugins.module_utils import command
+from ansible_collections.eagle3.extraction.plugins.module_utils.pct_formats import SHM_SIZE_RE
 
 # ---------------------------------------------------------------------------
 # pct outputs
@@ -625,7 +626,6 @@ def predict_text(conf, plan, running, wanted_raw, owned):
 # ---------------------------------------------------------------------------
 # /dev/shm
 
-SHM_SIZE_RE = re.compile(r'[1-9]\d{0,14}[kKmMgGtT%]?')
 
 
 def shm_mount_entry(size):

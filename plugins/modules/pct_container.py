@@ -378,7 +378,6 @@ diff:
 """
 
 import os
-import re
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
@@ -386,6 +385,8 @@ from ansible_collections.eagle3.extraction.plugins.module_utils.file_digest impo
 from ansible_collections.eagle3.extraction.plugins.module_utils.redact import redact_text
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import (
     executable_file_error, fullmatch_error, number_errors, number_option, option_value_errors, show, vmid_error)
+from ansible_collections.eagle3.extraction.plugins.module_utils.pct_formats import (
+    HOSTNAME_RE, OSTEMPLATE_RE, SSH_KEY_RE, STORAGE_RE)
 from ansible_collections.eagle3.extraction.plugins.module_utils.pct import (
     DEFAULT_PCT_TIMEOUT,
     ConfigFile,
@@ -418,14 +419,6 @@ MAX_NETWORKS = 32
 class InputError(ValueError):
     """A bad option value; the message names the option and what is allowed."""
 
-
-# pve-common's formats: a storage id, a DNS name (the hostname), an OpenSSH public key line
-STORAGE_RE = re.compile(r'[A-Za-z][A-Za-z0-9\-_.]*[A-Za-z0-9]')
-HOSTNAME_RE = re.compile(r'(?=.{1,253}\Z)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?'
-                         r'(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*')
-# <storage>:vztmpl/<file> or an absolute path to a template archive
-OSTEMPLATE_RE = re.compile(r'([A-Za-z][A-Za-z0-9\-_.]*[A-Za-z0-9]:[^\s]+|/[^\s]+)')
-SSH_KEY_RE = re.compile(r'(ssh-[a-z0-9]+|ecdsa-sha2-[a-z0-9]+|sk-[a-z0-9@.\-]+) [A-Za-z0-9+/]+=*( [^\s].*)?')
 
 # ranges of the numbers, as pve-container's schema allows them (memory and swap in MiB, sizes in GiB)
 NUMBER_RANGES = {

@@ -12,8 +12,8 @@ import json
 import os
 import re
 
-from ansible_collections.eagle3.extraction.plugins.filter.rollout_refusal import no_answer
 from ansible_collections.eagle3.extraction.plugins.module_utils.converged_differs import NODE_DID_NOT_ANSWER, NOT_RUNNING
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_listing import no_answer
 
 # the collection's root: plugins/plugin_utils/<this file>
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -10,7 +10,7 @@ import json
 
 from ansible.module_utils.compat.version import LooseVersion
 
-from ansible_collections.eagle3.extraction.plugins.filter.nvidia_text import nvidia_gpus_text, nvidia_processes_text
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.gpu_text import gpus_text, processes_text
 
 
 def _indexes(gpus):
@@ -44,7 +44,7 @@ def _idle_problems(host, nvidia, req):
                 % (gpu.get('index'), gpu.get('uuid'), host, used if used is not None else 'an unreported amount of',
                    req['memory_used_max_mib']))
         if holders:
-            text += ' Held by %s.' % nvidia_processes_text(holders)
+            text += ' Held by %s.' % processes_text(holders)
         else:
             text += (' No compute process is visible from here: the holder may be in another PID namespace; reclaim'
                      ' it from the hypervisor (eagle3.extraction.process_reclaim with vmid).')
@@ -55,7 +55,7 @@ def _idle_problems(host, nvidia, req):
         problems.append(text)
     if processes:
         problems.append('No compute process may run on the GPUs of %s: %s.%s'
-                        % (host, nvidia_processes_text(processes, True),
+                        % (host, processes_text(processes, True),
                            '' if reclaim else ' gpu_check_reclaim: true kills them first.'))
     return problems
 
@@ -88,7 +88,7 @@ def gpu_problems(host, nvidia, req):
         problems.extend(_hypervisor_problems(host, nvidia, req['hypervisor'], req.get('hypervisor_result')))
     if req.get('gpu_count') and nvidia['gpu_count'] != req['gpu_count']:
         problems.append('%s has %s GPU(s) (%s); gpu_check_gpu_count is %s. Check that every /dev/nvidiaN is passed '
-                        'into the container.' % (host, nvidia['gpu_count'], nvidia_gpus_text(gpus), req['gpu_count']))
+                        'into the container.' % (host, nvidia['gpu_count'], gpus_text(gpus), req['gpu_count']))
     if req.get('gpu_model'):
         problems.extend('GPU %s (%s) of %s is %s; gpu_check_gpu_model is %s.'
                         % (gpu.get('index'), gpu.get('uuid'), host, json.dumps(gpu.get('name')),

@@ -32,6 +32,7 @@ from ansible_collections.eagle3.extraction.plugins.module_utils.validate import 
 from ansible_collections.eagle3.extraction.plugins.plugin_utils import server_address, server_layout, variables
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.extraction_job import job_dir
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.ml_env import venv_python
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_config import ServerConfigError, checked_flags
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import COLLECTION, spec_defaults
 
 # where extract.yml records each host's last successful run (playbooks/tasks/converged.yml)
@@ -150,9 +151,9 @@ def _server(hosts, host, values, collection):
     def given(name):
         return _given(values, 'sglang_server', name, collection)
 
-    # the flags whose variables' records name them, then sglang_server_flags
+    # the flags whose variables' records name them, then sglang_server_flags (which may not set those)
     flags = dict((flag, given(name)) for flag, name in variables.FLAG_VARIABLES.items())
-    flags.update(given('sglang_server_flags') or {})
+    flags.update(checked_flags(given('sglang_server_flags') or {}, variables.FLAG_VARIABLES))
     if where['nnodes'] > 1:
         flags.update({'nnodes': where['nnodes'], 'node-rank': where['rank'], 'dist-init-addr': where['dist_init_addr']})
     tp_size = _size(flags['tp-size'])
@@ -211,7 +212,7 @@ def plan(hosts, host, collection=COLLECTION):
     values = hosts.get(host, _Declared(host, {}, READ))
     try:
         server = _server(hosts, host, values, collection)
-    except server_address.AddressError as exc:
+    except (server_address.AddressError, ServerConfigError) as exc:
         raise PlanError('%s: %s' % (host, exc)) from None
     python = values.get('ml_env_python_bin') or venv_python(values.get('ml_env_path'), collection)
     return {'server': server, 'python': python, 'job': _job(values, server, collection), 'stamp': STAMP}

@@ -31,9 +31,9 @@ import re
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.eagle3.extraction.plugins.filter.sglang_server_unit import bad_character
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils import variables
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_config import bad_character
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import servers
 
 ROLES = variables.ROLES
@@ -324,12 +324,10 @@ def cross_host_errors(hosts, hypervisors):
         elif vmid is not None and isinstance(node, str) and node:
             placed.setdefault((node, vmid), []).append(host)
         errors.extend('%s: %s' % (host, error) for error in required_errors(values))
-        flags = values.get('sglang_server_flags') if isinstance(values.get('sglang_server_flags'), dict) else {}
-        tp_size = _as_int(flags.get('tp-size', values.get('sglang_server_tp_size')))
+        tp_size = _as_int(values.get('sglang_server_tp_size'))
         gpus = _as_int(values.get('gpu_check_gpu_count'))
         if tp_size and gpus and gpus % tp_size and host not in multinode:
-            errors.append('%s: tp-size %d (sglang_server_tp_size or sglang_server_flags.tp-size) does not divide '
-                          'gpu_check_gpu_count=%d' % (host, tp_size, gpus))
+            errors.append('%s: sglang_server_tp_size=%d does not divide gpu_check_gpu_count=%d' % (host, tp_size, gpus))
     for (node, vmid), same in sorted(placed.items()):
         if len(same) > 1:
             errors.append('%s are all container %d on %s (proxmox_container_vmid %s); a container is one host, '

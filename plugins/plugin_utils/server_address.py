@@ -1,16 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: eagle3.extraction maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Where an SGLang server listens and how it is called: the one owner of that fact.
+"""Where an SGLang server is called: the one owner of that fact.
 
-The port and bind host the server really gets are its merged flags' (``sglang_server_port`` and
-``sglang_server_host``, overridden by ``sglang_server_flags``' ``port``/``host``, overridden by
-``--port``/``--host`` in ``sglang_server_extra_args``: the order the role writes its config file
-in). From them, ``address`` gives the URL a client on the host calls (loopback for a wildcard bind:
-``[::1]`` for ``::``; on a node of rank > 0, rank 0's URL) and the URL the controller calls (the container's
-``ansible_host``, or the bind host when it is a real address). The sglang_server role, the
-extraction job's default, the rollout table, stop and the convergence cache read it; none
-derives it again.
+The port and bind host are ``sglang_server_port`` and ``sglang_server_host`` (plugin_utils/server_listen.py:
+no flag or extra argument sets them). From them, ``address`` gives the URL a client on the host calls
+(loopback for a wildcard bind: ``[::1]`` for ``::``; on a node of rank > 0, rank 0's URL) and the URL the
+controller calls (the container's ``ansible_host``, or the bind host when it is a real address). The
+sglang_server role, the extraction job's default, the rollout table, stop and the convergence cache read
+it; none derives it again.
 
 A container reached through its hypervisor (plugin_utils/pct_connection.py) has no address of its
 own in the inventory: its ``ansible_host`` is the node's. Its server has no controller URL unless
@@ -20,104 +18,17 @@ it binds a real address, and a multi-node server whose rank 0 is one needs
 
 from __future__ import annotations
 
-import ipaddress
-import re
-
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import PCT_CONNECTION, through_pct
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import layout
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import COLLECTION, spec_defaults
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_listen import (
+    HOST_NAME, READ as LISTEN_READ, WILDCARD, AddressError, bind, http_port, ip, loopback)
 
-WILDCARD = ('0.0.0.0', '::', '')
-LOOPBACK = ('127.0.0.1', 'localhost', '::1')
+# what the address is made of
+READ = LISTEN_READ + ('ansible_host', 'ansible_connection', 'proxmox_container_node')
 # what a client on the host calls for a wildcard bind: SGLang's uvicorn binds :: as an IPv6-only
 # socket (asyncio's create_server sets IPV6_V6ONLY), where 127.0.0.1 is refused; '' is both families
 LOCAL = {'0.0.0.0': '127.0.0.1', '': '127.0.0.1', '::': '::1'}
-HOST_NAME = re.compile(r'(?=.{1,253}\Z)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?'
-                       r'(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*')
-PORT = re.compile(r'[0-9]{1,5}')
-
-
-class AddressError(ValueError):
-    """A value the address cannot be made of; the message names the variable and its value."""
-
-
-def defaults(collection=COLLECTION):
-    """sglang_server_host and sglang_server_port as the role's argument spec defaults them."""
-    return spec_defaults('sglang_server', ('sglang_server_host', 'sglang_server_port'), collection)
-
-
-def _extra_args(values):
-    """{'port': (variable, value), 'host': ...} from --port/--host in sglang_server_extra_args."""
-    args = values.get('sglang_server_extra_args') or []
-    if isinstance(args, str) or not isinstance(args, (list, tuple)):
-        raise AddressError('sglang_server_extra_args=%s is not a list of strings' % show(args))
-    found = {}
-    for index, token in enumerate(args):
-        if not isinstance(token, str) or not token.startswith('--'):
-            continue
-        key, sep, value = token[2:].partition('=')
-        if key in ('port', 'host'):
-            variable = 'sglang_server_extra_args[%d]' % index
-            if not sep:
-                if index + 1 >= len(args) or not isinstance(args[index + 1], str) \
-                        or args[index + 1].startswith('--'):
-                    raise AddressError('%s=%s has no value; give --%s VALUE' % (variable, show(token), key))
-                value = args[index + 1]
-                variable = 'sglang_server_extra_args[%d]' % (index + 1)
-            found[key] = (variable, value)
-    return found
-
-
-def _merged(values, key, variable):
-    """(variable, value) of --key as the config file will hold it: the last of the three that sets it."""
-    flags = values.get('sglang_server_flags')
-    if flags is None:
-        flags = {}
-    if not isinstance(flags, dict):
-        raise AddressError('sglang_server_flags=%s is not a dict' % show(flags))
-    chosen = (variable, values.get(variable, defaults()[variable]))
-    if key in flags:
-        chosen = ("sglang_server_flags['%s']" % key, flags[key])
-    return _extra_args(values).get(key, chosen)
-
-
-def _port(variable, value):
-    if isinstance(value, bool) or not isinstance(value, (int, str)) \
-            or (isinstance(value, str) and not PORT.fullmatch(value)) or not 1 <= int(value) <= 65535:
-        raise AddressError('%s=%s is not a port; give an integer from 1 to 65535' % (variable, show(value)))
-    return int(value)
-
-
-def _ip(text):
-    try:
-        return ipaddress.ip_address(text)
-    except ValueError:
-        return None
-
-
-def _host(variable, value):
-    if not isinstance(value, str) or not (value in WILDCARD or _ip(value) or HOST_NAME.fullmatch(value)):
-        raise AddressError('%s=%s is not an address to listen on; give an IPv4 or IPv6 address (without brackets), '
-                           'a host name, 0.0.0.0 or ::' % (variable, show(value)))
-    return value
-
-
-def bind(values):
-    """(the variable, the host) the server binds, as the config file will hold it; AddressError when bad."""
-    variable, host = _merged(values, 'host', 'sglang_server_host')
-    return variable, _host(variable, host)
-
-
-def http_port(values):
-    """(the variable, the port) the server serves HTTP on, as the config file will hold it; AddressError when bad."""
-    variable, port = _merged(values, 'port', 'sglang_server_port')
-    return variable, _port(variable, port)
-
-
-def loopback(host):
-    """Whether a bind host serves only its own container."""
-    return host in LOOPBACK or bool(_ip(host) and _ip(host).is_loopback)
 
 
 def exposure_warning(address, api_key):
@@ -125,7 +36,7 @@ def exposure_warning(address, api_key):
     sglang_server_api_key is empty, or None: anyone who reaches the port can use it."""
     if loopback(address['host']) or api_key:
         return None
-    return ('the server listens on %s (sglang_server_host or sglang_server_flags.host), beyond localhost, and '
+    return ('the server listens on %s (sglang_server_host), beyond localhost, and '
             'sglang_server_api_key is empty: anyone who reaches port %d can use the server. Set sglang_server_api_key '
             '(in Ansible Vault).' % (address['host'] or "'' (every address)", address['port']))
 
@@ -143,7 +54,7 @@ def _controller_host(name, values, bind_host):
     if through_pct(values):
         return None
     found = values.get('ansible_host') or name
-    if not isinstance(found, str) or not (_ip(found) or HOST_NAME.fullmatch(found)):
+    if not isinstance(found, str) or not (ip(found) or HOST_NAME.fullmatch(found)):
         raise AddressError('ansible_host=%s of %s is not an address or host name' % (show(found), name))
     return found
 
@@ -175,7 +86,7 @@ def _rank0_urls(where, hosts):
                            'its ansible_host is %s\'s address: set sglang_server_dist_init_host to the address the '
                            'other nodes reach %s at' % (rank0, where['name'], PCT_CONNECTION,
                                                         values.get('proxmox_container_node') or 'the node', rank0))
-    if not isinstance(given, str) or not (_ip(given) or HOST_NAME.fullmatch(given)):
+    if not isinstance(given, str) or not (ip(given) or HOST_NAME.fullmatch(given)):
         raise AddressError('sglang_server_dist_init_host=%s of %s is not an address or host name'
                            % (show(given), rank0))
     return _url(given, port), controller

@@ -18,16 +18,26 @@ from __future__ import annotations
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import through_pct
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_listen import (
+    AddressError, bind, http_port, loopback)
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import spec_defaults
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.variables import SAME_ON_EVERY_NODE, SECRETS
 
 NAME = 'sglang_server_name'
 RANK = 'sglang_server_node_rank'
-DEFAULT_DIST_INIT_PORT = 5000
+DIST_INIT_PORT = 'sglang_server_dist_init_port'
 NOT_SET = object()
 
 
 def _rank(value):
     return inventory_int(value, 4)
+
+
+def _dist_init_port(values):
+    """--dist-init-addr's port as rank 0's values give it (the role's default when not set)."""
+    if DIST_INIT_PORT in values:
+        return _rank(values[DIST_INIT_PORT])
+    return _rank(spec_defaults('sglang_server', (DIST_INIT_PORT,))[DIST_INIT_PORT])
 
 
 def server_name(host, values):
@@ -63,7 +73,7 @@ def layout(hosts, host):
     members = [h for h in hosts if server_name(h, hosts[h]) == name]
     nodes = sorted(members, key=lambda h: (_rank(hosts[h].get(RANK, 0)) or 0, h))
     rank0 = nodes[0]
-    port = _rank(hosts[rank0].get('sglang_server_dist_init_port', DEFAULT_DIST_INIT_PORT))
+    port = _dist_init_port(hosts[rank0])
     # rank 0 reached through pct has no address here: server_address refuses it without sglang_server_dist_init_host
     dist_host = hosts[rank0].get('sglang_server_dist_init_host') or _address(rank0, hosts[rank0])
     return {
@@ -78,11 +88,6 @@ def layout(hosts, host):
         'dist_init_addr': '%s:%s' % ('[%s]' % dist_host if ':' in dist_host else dist_host, port)
         if len(nodes) > 1 and dist_host else '',
     }
-
-
-def _tp_size(values):
-    flags = values.get('sglang_server_flags') if isinstance(values.get('sglang_server_flags'), dict) else {}
-    return _rank(flags.get('tp-size', values.get('sglang_server_tp_size')))
 
 
 def _gpu_count(values):
@@ -137,10 +142,7 @@ def _rank_errors(name, nodes, hosts):
 
 
 def _rank0_loopback_errors(name, rank0, values):
-    """Rank 0 must listen where the other nodes reach it: the host it really binds (its flags win)."""
-    # server_address reads this module's layout: imported here, not at the top
-    from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_address import (  # pylint: disable=import-outside-toplevel
-        AddressError, bind, loopback)
+    """Rank 0 must listen where the other nodes reach it: the host it binds."""
     try:
         variable, host = bind(values)
     except AddressError:
@@ -148,20 +150,16 @@ def _rank0_loopback_errors(name, rank0, values):
     if not loopback(host):
         return []
     return ['server %s: rank 0 (%s) listens on %s=%s%s; the other nodes wait on its /health: give an address they '
-            'reach (0.0.0.0)' % (name, rank0, variable, host, '' if variable in values or variable != 'sglang_server_host'
-                                 else ' (the default)')]
+            'reach (0.0.0.0)' % (name, rank0, variable, host, '' if variable in values else ' (the default)')]
 
 
 def _dist_init_port_errors(name, rank0, values):
     """--dist-init-addr's port is rank 0's own: it cannot be the port rank 0 serves HTTP on."""
-    # server_address reads this module's layout: imported here, not at the top
-    from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_address import (  # pylint: disable=import-outside-toplevel
-        AddressError, http_port)
     try:
         variable, port = http_port(values)
     except AddressError:
         return []   # inventory_check names it with the addresses
-    dist = _rank(values.get('sglang_server_dist_init_port', DEFAULT_DIST_INIT_PORT))
+    dist = _dist_init_port(values)
     if dist != port:
         return []
     return ['server %s: rank 0 (%s) has sglang_server_dist_init_port=%d%s, the port it serves HTTP on (%s=%d); the '
@@ -189,7 +187,7 @@ def layout_errors(hosts, serial='100%'):
         if len(nodes) < 2:
             continue
         errors.extend(_differences(name, nodes, hosts))
-        tps = set(_tp_size(hosts[h]) for h in nodes)
+        tps = set(_rank(hosts[h].get('sglang_server_tp_size')) for h in nodes)
         if None in tps:
             errors.append('server %s: set sglang_server_tp_size on its nodes (%s) to the sum of their GPUs; the '
                           'default is one node\'s GPUs' % (name, ', '.join(nodes)))
@@ -198,8 +196,8 @@ def layout_errors(hosts, serial='100%'):
             tp = tps.pop()
             total = sum(count for dummy, count in counts)
             if tp != total or len(set(count for dummy, count in counts)) > 1:
-                errors.append('server %s: tp-size %d (sglang_server_tp_size or sglang_server_flags.tp-size) must be '
-                              'the sum of its nodes\' GPUs, the same number on each (%s: %d in all)'
+                errors.append('server %s: sglang_server_tp_size=%d must be the sum of its nodes\' GPUs, the same '
+                              'number on each (%s: %d in all)'
                               % (name, tp, ', '.join('%s %d' % pair for pair in counts), total))
         rank0 = layout(hosts, nodes[0])['rank0']
         errors.extend(_rank0_loopback_errors(name, rank0, hosts[rank0]))

@@ -27,7 +27,7 @@ BROKEN = {
     'nomodel': ({'proxmox_container_vmid': 473, 'sglang_server_model_path': ''},
                 'nomodel: sglang_server_model_path is not set'),
     'badtp': ({'proxmox_container_vmid': 474, 'sglang_server_tp_size': 3, 'gpu_check_gpu_count': 8},
-              'badtp: tp-size 3 (sglang_server_tp_size or sglang_server_flags.tp-size) does not divide'),
+              'badtp: sglang_server_tp_size=3 does not divide gpu_check_gpu_count=8'),
     'rootfs': ({'proxmox_container_vmid': 475, 'proxmox_container_rootfs_size': -5},
                'rootfs: proxmox_container_rootfs_size=-5 is out of range'),
     'shmfree': ({'proxmox_container_vmid': 476, 'sglang_server_shm_min_free_gib': -5},

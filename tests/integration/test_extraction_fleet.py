@@ -4,7 +4,7 @@ samples, every fault once, and the output proven sample by sample.
 One scenario, faults batched so that few playbook runs are needed:
 
 1. extract.yml starts the job (shards 0, 1, 2 on ct1, ct2, ct3), each server on another address:
-   ct1 on 0.0.0.0, ct2 on :: and port 30000 through sglang_server_flags alone, ct3 on its
+   ct1 on 0.0.0.0, ct2 on :: and port 30000 (its sglang_server_host and _port), ct3 on its
    container's IPv6 address (the fleet is dual-stack); each server's job, the rollout table,
    the convergence cache and, at the end, stop.yml use the address the server really has.
    The stand-in servers dump through the real capture module (CPU torch, hidden size 64,
@@ -50,13 +50,13 @@ JOB_DIR = '%s/%s' % (OUTPUT_ROOT, JOB)
 DUMP_DIR = '/dev/shm/sglang_hs'
 FILL = '/dev/shm/fleetx-fill'
 UNIT = 'eagle3-extraction-job@%s-shard-%%d.service' % JOB
-# ct2's server listens here, moved through sglang_server_flags alone (sglang_server_port stays 8000)
+# ct2's server listens here (its sglang_server_port; the others keep the default 8000)
 MOVED_PORT = 30000
 # ct3's own IPv6 address (lab/fleet/up.sh: fd00:200::<vmid>)
 CT3_IP6 = 'fd00:200::103'
 # where each server really listens (ss, in its container), the URL its job calls (and the convergence
 # cache watches), the URL the rollout table shows; ct1 on 0.0.0.0 as the demo's group has it, ct2 on ::
-# and port 30000 through sglang_server_flags (which SGLang binds IPv6-only: its job calls ::1), ct3 on
+# and port 30000 (:: SGLang binds IPv6-only: its job calls ::1), ct3 on
 # CT3_IP6. ct2's table URL is its ansible_host's: see the report of the test below.
 ADDRESSES = {
     'ct1': ('0.0.0.0:8000', 'http://127.0.0.1:8000', 'http://10.200.0.101:8000'),
@@ -159,14 +159,13 @@ def debug_msg(runner, task):
 
 
 def address_inventory(tmp):
-    """ct1 on 0.0.0.0 (as the demo's group: set here so that the test does not rest on it); ct2's
-    flags the demo's with port 30000 and host :: (a host's flags replace the group's whole); ct3 on
+    """ct1 on 0.0.0.0 (as the demo's group: set here so that the test does not rest on it); ct2 on
+    port 30000 and host :: (the variables alone set them: the flags refuse port and host); ct3 on
     its IPv6 address."""
-    with open(os.path.join(DEMO_INVENTORY, 'group_vars', 'extraction_servers.yml')) as f:
-        flags = dict(yaml.safe_load(f)['sglang_server_flags'], port=MOVED_PORT, host='::')
     path = tmp / 'addresses.yml'
     path.write_text(yaml.safe_dump({'all': {'hosts': {'ct1': {'sglang_server_host': '0.0.0.0'},
-                                                      'ct2': {'sglang_server_flags': flags},
+                                                      'ct2': {'sglang_server_host': '::',
+                                                              'sglang_server_port': MOVED_PORT},
                                                       'ct3': {'sglang_server_host': CT3_IP6}}}}))
     return path
 
@@ -390,9 +389,9 @@ def test_no_dump_or_partial_file_is_left_in_shm(scenario):
     assert scenario['leftover_dumps'] == {name: [] for name in CTS}
 
 
-@pytest.mark.parametrize('name', ['ct1', 'ct2', 'ct3'], ids=['0.0.0.0', 'the flags: port 30000 on ::', 'an IPv6 address'])
+@pytest.mark.parametrize('name', ['ct1', 'ct2', 'ct3'], ids=['0.0.0.0', 'port 30000 on ::', 'an IPv6 address'])
 def test_the_address_the_server_really_has_is_used_by_everything(scenario, name):
-    """ct1 on 0.0.0.0; ct2 moved to port 30000 and :: through sglang_server_flags alone; ct3 on its
+    """ct1 on 0.0.0.0; ct2 moved to port 30000 and :: (its sglang_server_port and _host); ct3 on its
     IPv6 address: each server listens there and only there (ss: [::] is an IPv6-only socket, * would
     be both); its job's config calls it there (ct2's handed-over shard too; that the jobs got
     through, status shows); the convergence cache watches that URL; the rollout table shows the

@@ -1,5 +1,5 @@
 """inventory_check returns each server's address (plugin_utils/server_address.py) as the roles will have
-it: the port moved through sglang_server_flags, a wildcard and an IPv6 bind, a multi-node server's
+it: the port moved by sglang_server_port, a wildcard and an IPv6 bind, a multi-node server's
 rank 0; and refuses, once and naming the host, a host no address can be made of. One
 ansible-playbook run on the controller per inventory (no host is contacted)."""
 
@@ -43,7 +43,7 @@ def test_every_host_gets_the_address_its_server_will_have(tmp_path):
     node = {'sglang_server_name': 'duo', 'sglang_server_host': '0.0.0.0', 'sglang_server_tp_size': 4,
             'gpu_check_gpu_count': 2}
     result = check(tmp_path, {
-        'moved': container(101, '10.0.0.1', sglang_server_host='0.0.0.0', sglang_server_flags={'port': 30000}),
+        'moved': container(101, '10.0.0.1', sglang_server_host='0.0.0.0', sglang_server_port=30000),
         'v6': container(102, '10.0.0.2', sglang_server_host='fd00::5', sglang_server_port=30001),
         'plain': container(103, '10.0.0.3'),
         'rank0': container(104, '10.0.0.4', sglang_server_node_rank=0, **node),
@@ -63,15 +63,25 @@ def test_every_host_gets_the_address_its_server_will_have(tmp_path):
 
 
 def test_a_host_no_address_can_be_made_of_is_refused_once(tmp_path):
-    result = check(tmp_path, {'ct1': container(101, '10.0.0.1', sglang_server_flags={'host': 'fd00:::5'}),
+    result = check(tmp_path, {'ct1': container(101, '10.0.0.1', sglang_server_host='fd00:::5'),
                               'ct2': container(102, '10.0.0.2', sglang_server_port=70000)})
     assert result['failed'] and result['plans'] == {}
     # the port rule names ct2 (once); ct1's host passes the character rule and is refused by the address
     assert [error for error in result['errors'] if '70000' in error] == [
         'ct2: sglang_server_port=70000 is out of range; give a number from 1 to 65535'], result['errors']
-    result = check(tmp_path, {'ct1': container(101, '10.0.0.1', sglang_server_flags={'host': 'fd00:::5'})})
-    assert result['errors'] == ["ct1: sglang_server_flags['host']='fd00:::5' is not an address to listen on; give an "
+    result = check(tmp_path, {'ct1': container(101, '10.0.0.1', sglang_server_host='fd00:::5')})
+    assert result['errors'] == ["ct1: sglang_server_host='fd00:::5' is not an address to listen on; give an "
                                 "IPv4 or IPv6 address (without brackets), a host name, 0.0.0.0 or ::"]
+
+
+def test_the_port_or_host_in_the_flags_or_extra_args_is_refused_naming_the_variable(tmp_path):
+    # one way in: the address the clients call and the config file the server reads cannot disagree
+    result = check(tmp_path, {'ct1': container(101, '10.0.0.1', sglang_server_flags={'port': 30000}),
+                              'ct2': container(102, '10.0.0.2', sglang_server_extra_args=['--port', '9001', '9002'])})
+    assert result['failed'] and result['plans'] == {}
+    assert sorted(result['errors']) == [
+        "ct1: sglang_server_flags['port'] is set; --port is sglang_server_port's: set that instead",
+        "ct2: sglang_server_extra_args[0]='--port' sets --port; --port is sglang_server_port's: set that instead"]
 
 
 def test_every_bad_value_of_the_job_is_named_inf_included(tmp_path):

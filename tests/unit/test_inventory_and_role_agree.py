@@ -53,7 +53,8 @@ BAD = [{name: value} for name, value in CASES_MODULE.CASES] + [
     {'extraction_job_shard_indexes': [0, 3], 'extraction_job_shard_count': 3},
     {'extraction_job_shard_indexes': [1, 1], 'extraction_job_shard_count': 3},
     {'extraction_job_shard_indexes': [0], 'extraction_job_shard_count': 0},
-    {'sglang_server_flags': {'tp-size': 0}},
+    {'sglang_server_flags': {'tp-size': 8}},
+    {'sglang_server_extra_args': ['--port', '9001', '9002']},
     {'sglang_server_flags': {'mem-fraction-static': 1.2}},
     {'ml_env_wheelhouse_src': '/srv/wheels'},
     # a dataset that is not on the controller (the role refused it after the servers were deployed)
@@ -74,7 +75,7 @@ GOOD = [{name: value} for name, values in CASES_MODULE.GOOD.items()
     {'extraction_job_shm_low': 0.6, 'extraction_job_shm_high': 0.9},
     {'extraction_job_output_free_floor_gib': 2, 'extraction_job_output_free_resume_gib': 2},
     {'extraction_job_shard_indexes': [0, 2], 'extraction_job_shard_count': 3},
-    {'sglang_server_flags': {'tp-size': 4, 'mem-fraction-static': 0.85}},
+    {'sglang_server_flags': {'mem-fraction-static': 0.85}},
     {'ml_env_wheelhouse_src': '/srv/wheels', 'ml_env_wheelhouse': '/root/wheels'},
     # on the controller (this file), or on the host: not read here
     {'extraction_job_dataset': os.path.abspath(__file__)},
@@ -176,6 +177,25 @@ def test_a_bad_value_is_refused_by_both_naming_it():
         if not (role and inventory and any(name in ' '.join(role) and name in ' '.join(inventory) for name in case)):
             disagree.append('%r: inventory %s, role %s' % (case, inventory or 'passes', role or 'passes'))
     assert disagree == []
+
+
+# port, bind host, tp-size and model path are their variables' alone: set another way, one message names the variable
+CORE_FLAG_CASES = [
+    {'sglang_server_flags': {'port': 30000}},
+    {'sglang_server_flags': {'host': '::', 'mem-fraction-static': 0.8}},
+    {'sglang_server_flags': {'tp-size': 8}},
+    {'sglang_server_flags': {'model-path': '/srv/models/m'}},
+    {'sglang_server_extra_args': ['--port', '9001', '9002']},
+    {'sglang_server_extra_args': ['--enable-metrics', '--host=0.0.0.0']},
+]
+
+
+def test_a_core_flag_set_another_way_gets_the_same_message_from_both():
+    named = inventory_verdicts(CORE_FLAG_CASES)[1]
+    for index, case in enumerate(CORE_FLAG_CASES):
+        role = role_verdict(case)
+        assert len(role) == 1 and "'s: set that instead" in role[0], (case, role)
+        assert named[index] == ['%s: %s' % (host_name(index), role[0])], (case, named[index])
 
 
 def test_a_good_value_passes_both():

@@ -32,6 +32,8 @@ print(json.dumps({
     'role': host_plan.task_plan(task_vars, lambda value: value)['server']['flags'],
     'default': host_plan.plan({'ct1': {}}, 'ct1')['server']['flags'],
     'refused': role_inputs.host_value_errors(role_inputs.load_specs(), {'sglang_server_max_running_requests': 0}),
+    'in_flags': role_inputs.host_value_errors(role_inputs.load_specs(),
+                                              {'sglang_server_flags': {'max-running-requests': 9}}),
     'same': 'sglang_server_max_running_requests' in variables.SAME_ON_EVERY_NODE,
 }))
 '''
@@ -89,6 +91,9 @@ def test_a_new_variable_is_one_record(collection):
     assert found['default']['max-running-requests'] == 256
     assert found['refused'] == ['sglang_server_max_running_requests=0 is out of range; give a number from 1 to 1048576']
     assert found['same']
+    # one way in: the flags refuse it, naming its variable
+    assert found['in_flags'] == ["sglang_server_flags['max-running-requests'] is set; --max-running-requests is "
+                                 "sglang_server_max_running_requests's: set that instead"]
 
 
 def test_a_record_changed_without_its_files_fails_the_check(collection):

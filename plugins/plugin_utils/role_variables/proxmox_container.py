@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.eagle3.extraction.plugins.module_utils.pct import SHM_SIZE_RE
+from ansible_collections.eagle3.extraction.plugins.module_utils.pct_formats import (
+    HOSTNAME_RE, OSTEMPLATE_RE, SHM_SIZE_RE, SSH_KEY_RE, STORAGE_RE)
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import show
-from ansible_collections.eagle3.extraction.plugins.modules.pct_container import (
-    HOSTNAME_RE, OSTEMPLATE_RE, SSH_KEY_RE, STORAGE_RE)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.value_rules import (
     NODE_NAME, Rule, each, number, pattern, vmid)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.variable_record import EntryPoint, Variable

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import re
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.eagle3.extraction.plugins.filter.sglang_server_unit import sglang_server_config, systemd_environment
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import show
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_config import (
+    ServerConfigError, check_api_key, checked_flags, environment_lines, parse_extra_args)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.value_rules import (
     DOTTED_NAME, HOST, NODE_NAME, UNIT_NAME, Rule, each, fraction, number, path, pattern, vmid)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.variable_record import EntryPoint, Variable
@@ -38,12 +37,17 @@ def _tp_size(value):
     return None
 
 
-def _filter(function, *args):
-    """A rule of the config file's checks, whose message already names the variable."""
+def _owned():
+    """{SGLang flag: the variable that alone sets it}, from the records below."""
+    return dict((variable.flag, variable.name) for variable in VARIABLES if variable.flag)
+
+
+def _server_config(function):
+    """A check of plugin_utils/server_config.py as a rule: its message, which names the variable, or None."""
     def check(value):
         try:
-            function(value, *args)
-        except AnsibleFilterError as exc:
+            function(value)
+        except ServerConfigError as exc:
             return str(exc)
         return None
     return check
@@ -54,17 +58,15 @@ def _env_over_defaults(env):
     leaves it out), every other value is rendered as an Environment= line."""
     if isinstance(env, dict):
         env = dict((name, value) for name, value in env.items() if value is not None)
-    return systemd_environment(env)
+    return environment_lines(env)
 
 
 def _flags(value):
-    """sglang_server_flags: the config file's rules, then the values of the flags the role reads itself."""
-    reason = _filter(sglang_server_config)(value)
+    """sglang_server_flags: the config file's rules (no flag that has a variable of its own), then the value of
+    a flag the role reads itself."""
+    reason = _server_config(lambda flags: checked_flags(flags, _owned()))(value)
     if reason:
         return reason
-    if 'tp-size' in value and _tp_size(value['tp-size']):
-        return ("sglang_server_flags['tp-size']=%s is not an integer from 1 to 256; give one (or leave it out and "
-                "set sglang_server_tp_size)" % show(value['tp-size']))
     share = value.get('mem-fraction-static')
     if share not in (None, '') and not 0 < (fraction(share) or 0) < 1:
         return ("sglang_server_flags['mem-fraction-static']=%s is not a number strictly between 0 and 1 (the share "
@@ -75,7 +77,8 @@ def _flags(value):
 def _api_key(value):
     if not isinstance(value, str):
         return 'sglang_server_api_key is a %s; it must be a string (quote it)' % type(value).__name__
-    return _filter(lambda v: sglang_server_config({}, v))(value)
+    return _server_config(check_api_key)(value)
+
 
 DEFAULTS_HEADER = ()
 
@@ -139,16 +142,18 @@ VARIABLES = (
     Variable(
         'sglang_server_model_path', 'str', '',
         description=(
-            'Absolute path of the model dir (C(--model-path)); it needs C(config.json) and every shard of '
-            'C(model.safetensors.index.json). Required.'),
+            'Absolute path of the model dir (C(--model-path), set here alone); it needs C(config.json) and every '
+            'shard of C(model.safetensors.index.json). Required.'),
         rule=path(empty=True), flag='model-path', same_on_every_node=True, needed='the absolute path of the model dir',
-        comment='The four flags every server has; more in sglang_server_flags.', group=True),
+        comment=(
+            'The four flags every server has, set here alone (sglang_server_flags and sglang_server_extra_args\n'
+            'refuse them); more in sglang_server_flags.'), group=True),
     Variable(
         'sglang_server_host', 'str', '127.0.0.1',
         description=[
             (
-                'C(--host) (C(host) in O(sglang_server_flags) wins). Beyond localhost without '
-                'O(sglang_server_api_key) the role warns.'),
+                'C(--host), set here alone (O(sglang_server_flags) and O(sglang_server_extra_args) refuse it). '
+                'Beyond localhost without O(sglang_server_api_key) the role warns.'),
             (
                 'An IPv4 or IPv6 address (without brackets), a host name, V(0.0.0.0), V(::) or empty; clients on '
                 'the host call C(127.0.0.1) for V(0.0.0.0) and empty, C([::1]) for V(::), which SGLang binds '
@@ -158,13 +163,15 @@ VARIABLES = (
     Variable(
         'sglang_server_port', 'int', 8000,
         description=(
-            'C(--port), 1 to 65535 (C(port) in O(sglang_server_flags) wins); the job, the table, stop and the '
-            'cache use the port the server gets.'),
+            'C(--port), 1 to 65535, set here alone (O(sglang_server_flags) and O(sglang_server_extra_args) '
+            'refuse it); the job, the table, stop and the cache call the server on it.'),
         rule=number(1, 65535), flag='port', peer=True, same_on_every_node=True),
     Variable(
         'sglang_server_tp_size', 'raw', '{{ gpu_check_gpus | length if gpu_check_gpus is defined else gpu_check_gpu_count | default(8) }}',
         description=[
-            'C(--tp-size), 1 to 256; it must divide the visible GPU count. Default the GPUs gpu_check saw.',
+            (
+                'C(--tp-size), 1 to 256, set here alone; it must divide the visible GPU count. Default the GPUs '
+                'gpu_check saw.'),
             "On a multi-node server (O(sglang_server_name)) the sum of its nodes' GPUs, set on every node.",
         ],
         rule=Rule(_tp_size, 'an integer from 1 to 256'), flag='tp-size', same_on_every_node=True,
@@ -179,29 +186,35 @@ VARIABLES = (
             (
                 'More flags, C(--key) for each key (without C(--)), written to O(sglang_server_config_file); a '
                 'value gives C(--key value), V(true) C(--key), V(false), null or an empty list nothing, a list '
-                'C(--key item1 item2), a dict its JSON. A key here wins over model-path, host, port and tp-size.'),
+                'C(--key item1 item2), a dict its JSON.'),
             (
-                'C(api-key), C(admin-api-key) and C(config) are refused (the key has O(sglang_server_api_key)); so '
-                'is a newline or other control character in a key or value.'),
+                'A flag that has a variable of its own (C(model-path), C(host), C(port), C(tp-size)) is refused, '
+                'naming the variable that sets it. C(api-key), C(admin-api-key) and C(config) are refused (the key '
+                'has O(sglang_server_api_key)); so is a newline or other control character in a key or value.'),
             'The default is the extraction flags the manual setup ran with.',
         ],
-        rule=Rule(_flags, 'SGLang flags', whole_message=True), peer=True, same_on_every_node=True,
+        rule=Rule(_flags, 'SGLang flags', whole_message=True), plan=True, same_on_every_node=True,
         comment=(
             'More flags, one `--key` a key (written to the config file): a value gives `--key value`,\n'
-            'true `--key`, false, null or [] nothing, a list `--key item1 item2`. A key here wins\n'
-            'over the four above. Defaults: the extraction flags the manual setup ran with.\n'
-            'with the next: --disable-cuda-graph, which --config refuses'), group=True),
+            'true `--key`, false, null or [] nothing, a list `--key item1 item2`. None of the four\n'
+            'above. Defaults: the extraction flags the manual setup ran with.\n'
+            'disable-prefill-cuda-graph and disable-decode-cuda-graph together are --disable-cuda-graph, which\n'
+            '--config refuses.'), group=True),
     Variable(
         'sglang_server_extra_args', 'list', [],
         description=[
             (
                 'Arguments as typed on a command line (C(--flag), C(--key value), C(--key=value)), merged into the '
                 'config file after O(sglang_server_flags) (they win).'),
+            (
+                'A flag that has a variable of its own (C(--model-path), C(--host), C(--port), C(--tp-size)) is '
+                'refused, naming the variable that sets it, as are the flags O(sglang_server_flags) refuses.'),
         ],
         elements='str',
-        rule=Rule(_filter(lambda v: sglang_server_config({}, '', v)), 'SGLang arguments', whole_message=True),
-        peer=True, same_on_every_node=True,
-        comment='Arguments as typed on a command line (`--flag`, `--key value`), merged after the flags.'),
+        rule=Rule(_server_config(lambda args: parse_extra_args(args, _owned())), 'SGLang arguments',
+                  whole_message=True),
+        same_on_every_node=True,
+        comment='Arguments as typed on a command line (`--flag`, `--key value`), merged after the flags (none of the four).'),
     Variable(
         'sglang_server_dump_dir', 'str', '/dev/shm/sglang_hs',
         description=(
@@ -252,7 +265,7 @@ VARIABLES = (
                 'C(SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1), C(SGL_FORCE_SHUTDOWN=1), the NCCL ones on PCIe); '
                 'this dict wins, a null value drops a default. Rendered sorted by name.'),
         ],
-        rule=Rule(_filter(_env_over_defaults), 'NAME: value (null drops a default)', whole_message=True), plan=True,
+        rule=Rule(_server_config(_env_over_defaults), 'NAME: value (null drops a default)', whole_message=True), plan=True,
         comment="Environment= lines, merged over the role's defaults (this dict wins; null drops a default)."),
     Variable(
         'sglang_server_api_key', 'str', '',

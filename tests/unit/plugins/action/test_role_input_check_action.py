@@ -32,7 +32,7 @@ def test_the_default_address_passes_without_a_warning():
     assert 'warnings' not in result
 
 
-@pytest.mark.parametrize('values', [{'sglang_server_host': '0.0.0.0'}, {'sglang_server_flags': {'host': '::'}}])
+@pytest.mark.parametrize('values', [{'sglang_server_host': '0.0.0.0'}, {'sglang_server_host': '::'}])
 def test_a_server_beyond_its_container_without_a_key_is_warned_of(values):
     result = check(**values)
     assert not result.get('failed'), result.get('errors')
@@ -46,7 +46,8 @@ def test_an_api_key_silences_the_warning_and_is_not_shown():
 
 
 def test_an_address_the_rules_let_through_but_no_plan_can_use_fails_naming_the_variable():
-    # a port in the extra args the server could not bind (the address's rule, which the plan applies)
-    result = check(sglang_server_extra_args=['--port=99999'])
+    # a bind host the variable's pattern lets through and no address is (the address's rule, which the plan applies)
+    result = check(sglang_server_host='node_1')
     assert result.get('failed') is True, result
-    assert any('sglang_server_extra_args' in error for error in result['errors']), result['errors']
+    assert result['errors'] == ["ct1: sglang_server_host='node_1' is not an address to listen on; give an IPv4 or "
+                                "IPv6 address (without brackets), a host name, 0.0.0.0 or ::"], result['errors']

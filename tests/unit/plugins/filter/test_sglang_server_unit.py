@@ -38,11 +38,28 @@ def test_no_key_means_no_api_key_entry():
 
 
 def test_extra_args_are_parsed_as_typed_and_win():
-    text = sglang_server_config(dict(BASE, port=1), '', ['--enable-metrics', '--port', '9000',
-                                                         '--served-model-name=demo', '--cuda-graph-bs', '1', '2'])
+    text = sglang_server_config(dict(BASE, **{'log-level': 'info'}), '', [
+        '--enable-metrics', '--log-level', 'debug', '--served-model-name=demo', '--cuda-graph-bs', '1', '2'])
     config = json.loads(text)
-    assert config['enable-metrics'] is True and config['port'] == '9000'
+    assert config['enable-metrics'] is True and config['log-level'] == 'debug' and config['port'] == 8000
     assert config['served-model-name'] == 'demo' and config['cuda-graph-bs'] == ['1', '2']
+
+
+@pytest.mark.parametrize('extra_args, message', [
+    # the address read 9001 and the config file ["9001", "9002"]: refused at --port, before either
+    (['--port', '9001', '9002'],
+     "sglang_server_extra_args[0]='--port' sets --port; --port is sglang_server_port's: set that instead"),
+    (['--enable-metrics', '--host=::'],
+     "sglang_server_extra_args[1]='--host=::' sets --host; --host is sglang_server_host's: set that instead"),
+    (['--tp-size', '8'],
+     "sglang_server_extra_args[0]='--tp-size' sets --tp-size; --tp-size is sglang_server_tp_size's: set that instead"),
+    (['--model-path=/m'], "sglang_server_extra_args[0]='--model-path=/m' sets --model-path; --model-path is "
+                          "sglang_server_model_path's: set that instead"),
+])
+def test_a_core_flag_in_the_extra_args_is_refused_naming_its_variable(extra_args, message):
+    with pytest.raises(AnsibleFilterError) as err:
+        sglang_server_config(BASE, '', extra_args)
+    assert str(err.value) == message
 
 
 BAD_FLAG_VALUES = [

@@ -14,7 +14,7 @@ from ansible_collections.eagle3.extraction.plugins.plugin_utils.host_plan import
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import spec_defaults
 
 HOSTVARS = {
-    'ct1': {'ansible_host': '10.0.0.1', 'sglang_server_host': '0.0.0.0', 'sglang_server_flags': {'port': 30000},
+    'ct1': {'ansible_host': '10.0.0.1', 'sglang_server_host': '0.0.0.0', 'sglang_server_port': 30000,
             'unrelated': 'not read'},
     'ct2': {'ansible_host': '10.0.0.2'},
     'ct3': {'ansible_host': '10.0.0.3', 'sglang_server_name': 'duo', 'sglang_server_node_rank': 1,
@@ -89,8 +89,9 @@ def test_a_host_outside_the_group():
 
 
 @pytest.mark.parametrize('own, kwargs, message', [
-    ({'sglang_server_flags': {'port': 70000}}, {},
-     "ct2: sglang_server_flags['port']=70000 is not a port; give an integer from 1 to 65535"),
+    ({'sglang_server_port': 70000}, {}, "ct2: sglang_server_port=70000 is not a port; give an integer from 1 to 65535"),
+    ({'sglang_server_flags': {'port': 30000}}, {},
+     "ct2: sglang_server_flags['port'] is set; --port is sglang_server_port's: set that instead"),
     ({'sglang_server_host': 'fd00::5]'}, {}, "ct2: sglang_server_host='fd00::5]' is not"),
     ({}, {'terms': ['x']}, "host_plan takes no terms and no options (given: 'x')"),
     ({}, {'path': '/x'}, 'host_plan takes no terms and no options (given: path)'),

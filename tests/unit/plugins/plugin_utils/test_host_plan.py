@@ -21,8 +21,8 @@ from ansible_collections.eagle3.extraction.plugins.plugin_utils.host_plan import
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import COLLECTION, spec_defaults
 
 FLEET = {
-    'ct1': {'ansible_host': '10.0.0.1', 'sglang_server_host': '0.0.0.0', 'sglang_server_flags': {'port': 30000},
-            'sglang_server_tp_size': 8, 'sglang_server_interconnect': 'pcie'},
+    'ct1': {'ansible_host': '10.0.0.1', 'sglang_server_host': '0.0.0.0', 'sglang_server_port': 30000,
+            'sglang_server_flags': {'enable-metrics': True}, 'sglang_server_tp_size': 8, 'sglang_server_interconnect': 'pcie'},
     'ct2': {'ansible_host': '10.0.0.2', 'sglang_server_name': 'alpha', 'sglang_server_tp_size': 4,
             'sglang_server_interconnect': 'nvlink', 'sglang_server_socket_ifname': 'eth1',
             'sglang_server_env': {'NCCL_DEBUG': 'INFO', 'SGL_FORCE_SHUTDOWN': None}},
@@ -41,8 +41,20 @@ def test_the_flags_as_the_config_file_holds_them():
     assert list(flags)[:4] == ['model-path', 'host', 'port', 'tp-size']
     assert (flags['host'], flags['port'], flags['tp-size'], flags['mem-fraction-static']) == ('0.0.0.0', 8100, 16, 0.88)
     assert (flags['nnodes'], flags['node-rank'], flags['dist-init-addr']) == (2, 0, '10.0.0.4:5000')
-    # a host's flags replace the default flags whole, and win over sglang_server_port
-    assert plan(FLEET, 'ct1')['server']['flags'] == {'model-path': '', 'host': '0.0.0.0', 'port': 30000, 'tp-size': 8}
+    # a host's flags replace the default flags whole; the four come from their variables alone
+    assert plan(FLEET, 'ct1')['server']['flags'] == {'model-path': '', 'host': '0.0.0.0', 'port': 30000, 'tp-size': 8,
+                                                     'enable-metrics': True}
+
+
+@pytest.mark.parametrize('flag, variable', [('port', 'sglang_server_port'), ('host', 'sglang_server_host'),
+                                            ('tp-size', 'sglang_server_tp_size'),
+                                            ('model-path', 'sglang_server_model_path')])
+def test_no_plan_is_made_of_flags_that_set_a_core_flag(flag, variable):
+    # the config file and the address could disagree: the plan refuses, naming the variable to set
+    with pytest.raises(PlanError) as caught:
+        plan({'ct1': {'sglang_server_flags': {flag: 1}}}, 'ct1')
+    assert str(caught.value) == "ct1: sglang_server_flags['%s'] is set; --%s is %s's: set that instead" % (
+        flag, flag, variable)
 
 
 def test_the_tensor_parallel_size_over_the_nodes():

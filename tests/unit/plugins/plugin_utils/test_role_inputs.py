@@ -69,10 +69,15 @@ BAD = {
     'sglang_server_flags': [{'port\n': 1}, {'--port': 1}, {'api-key': 'x'}, {'config': '/x.yaml'},
                             {'disable-cuda-graph': True}, {'chat-template': 'a\nb'},
                             {'mem-fraction-static': NAN}, 'not a dict',
-                            # the values of the flags the role reads itself (the preflight asserted them)
-                            {'tp-size': 0}, {'tp-size': 'eight'}, {'tp-size': True}, {'mem-fraction-static': 1.5},
+                            # the four flags of their own variables, whatever their value
+                            {'port': 30000}, {'host': '0.0.0.0'}, {'tp-size': 8}, {'model-path': '/srv/models/m'},
+                            # the value of a flag the role reads itself (the preflight asserted it)
+                            {'mem-fraction-static': 1.5},
                             {'mem-fraction-static': 0}, {'mem-fraction-static': 1}, {'mem-fraction-static': 'most'}],
-    'sglang_server_extra_args': [['value-first'], ['--ok', 'a\nb'], ['--api-key', 'x'], ['--config', 'y.yaml']],
+    'sglang_server_extra_args': [['value-first'], ['--ok', 'a\nb'], ['--api-key', 'x'], ['--config', 'y.yaml'],
+                                 # the four flags of their own variables, however typed
+                                 ['--port', '9001', '9002'], ['--port=9001'], ['--host', '0.0.0.0'],
+                                 ['--enable-metrics', '--tp-size', '8'], ['--model-path=/srv/models/m']],
     'sglang_server_dump_dir': ['dumps', '/dev/shm', '/', '/tmp', '/dev/shm/hs\n'],
     'sglang_server_shm_min_free_gib': [-5, -0.1, NAN, INF, 'lots', 1e300],
     'sglang_server_undrained_dumps': ['delete', 'MOVE', ''],
@@ -173,7 +178,7 @@ GOOD = {
     'sglang_server_stale_shm_patterns': [['nccl-*', 'psm_*', 'sglang_hs_0']],
     'sglang_server_api_key': ['', KEY, 'key with inner spaces'],
     'sglang_server_flags': [{'mem-fraction-static': 0.88, 'disable-prefill-cuda-graph': True, 'cuda-graph-bs': [1, 2]},
-                            {'tp-size': 8, 'mem-fraction-static': '0.8'}, {'mem-fraction-static': ''}],
+                            {'mem-fraction-static': '0.8'}, {'mem-fraction-static': ''}],
     # a null value drops a default (the argument spec says so)
     'sglang_server_env': [{'NCCL_PROTO': 'LL', 'N': 16}, {'SGL_FORCE_SHUTDOWN': None}],
     'sglang_server_name': ['', 'kimi-k2.5', 'duo_1'],
@@ -245,9 +250,9 @@ def test_the_same_vmid_on_two_nodes_is_fine():
     ({'proxmox_container_node': 'pve1', 'sglang_server_model_path': '/m'}, 'proxmox_container_vmid is not set'),
     (host(sglang_server_model_path=''), 'sglang_server_model_path is not set'),
     ({'proxmox_container_node': 'pve1', 'proxmox_container_vmid': 471}, 'sglang_server_model_path is not set'),
-    (host(sglang_server_tp_size=3, gpu_check_gpu_count=8), 'tp-size 3'),
-    (host(sglang_server_flags={'tp-size': 3}, gpu_check_gpu_count=8), 'tp-size 3'),
-    (host(sglang_server_tp_size='16', gpu_check_gpu_count=8), 'tp-size 16'),
+    (host(sglang_server_tp_size=3, gpu_check_gpu_count=8), 'sglang_server_tp_size=3 does not divide '
+                                                           'gpu_check_gpu_count=8'),
+    (host(sglang_server_tp_size='16', gpu_check_gpu_count=8), 'sglang_server_tp_size=16 does not divide'),
 ])
 def test_a_container_that_breaks_a_rule_across_hosts_is_named(values, expected):
     errors = cross_host_errors({'ct1': values}, ['pve1'])
@@ -256,6 +261,33 @@ def test_a_container_that_breaks_a_rule_across_hosts_is_named(values, expected):
 
 def test_tp_size_that_divides_the_gpus_passes():
     assert cross_host_errors({'ct1': host(sglang_server_tp_size=4, gpu_check_gpu_count=8)}, ['pve1']) == []
+
+
+CORE_FLAGS = [('port', 'sglang_server_port'), ('host', 'sglang_server_host'), ('tp-size', 'sglang_server_tp_size'),
+              ('model-path', 'sglang_server_model_path')]
+
+
+@pytest.mark.parametrize('flag, variable', CORE_FLAGS)
+def test_a_core_flag_in_the_flags_is_refused_naming_its_variable(flag, variable):
+    # one way in: the config file and the address read the variable alone
+    assert role_value_errors(SPECS['sglang_server'], {'sglang_server_flags': {'mem-fraction-static': 0.8, flag: 1}}) \
+        == ["sglang_server_flags['%s'] is set; --%s is %s's: set that instead" % (flag, flag, variable)]
+
+
+@pytest.mark.parametrize('flag, variable', CORE_FLAGS)
+@pytest.mark.parametrize('typed', [['--{flag}', '1'], ['--{flag}=1'], ['--enable-metrics', '--{flag}', '1', '2']])
+def test_a_core_flag_in_the_extra_args_is_refused_naming_its_variable(flag, variable, typed):
+    args = [token.format(flag=flag) for token in typed]
+    index = args.index(next(token for token in args if token.startswith('--' + flag)))
+    assert role_value_errors(SPECS['sglang_server'], {'sglang_server_extra_args': args}) == [
+        "sglang_server_extra_args[%d]=%r sets --%s; --%s is %s's: set that instead"
+        % (index, args[index], flag, flag, variable)]
+
+
+def test_port_with_two_values_is_refused_at_its_flag():
+    # the address once read 9001 and the config file ["9001", "9002"]: now neither does
+    assert role_value_errors(SPECS['sglang_server'], {'sglang_server_extra_args': ['--port', '9001', '9002']}) == [
+        "sglang_server_extra_args[0]='--port' sets --port; --port is sglang_server_port's: set that instead"]
 
 
 @pytest.mark.parametrize('serial,max_fail,reclaim,force,name', [

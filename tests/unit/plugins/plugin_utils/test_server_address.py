@@ -1,12 +1,13 @@
-"""Where a server listens and which URL calls it (plugin_utils/server_address.py): the port and bind
-host the config file will hold, the URL a client on the host calls and the one the controller calls,
+"""Where a server listens and which URL calls it (plugin_utils/server_address.py, server_listen.py): the
+port and bind host its variables give (the config file's: no flag sets them), the URL a client on the host calls and the one the controller calls,
 for every way the inventory can move them; and every bad value refused naming its variable and value.
 In-process: many inventories, no Ansible run."""
 
 import pytest
 
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_address import (
-    AddressError, address, defaults, exposure_warning)
+    AddressError, address, exposure_warning)
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_listen import defaults
 
 
 def one(**values):
@@ -21,33 +22,15 @@ GOOD = [
      'http://10.0.0.1:8100'),
     ('the port as a string', {'sglang_server_port': '8100'}, 8100, '127.0.0.1', 'http://127.0.0.1:8100',
      'http://10.0.0.1:8100'),
-    # the issue's case: the flags win over sglang_server_port
-    ('the port in the flags', {'sglang_server_port': 8000, 'sglang_server_flags': {'port': 30000}}, 30000,
-     '127.0.0.1', 'http://127.0.0.1:30000', 'http://10.0.0.1:30000'),
-    ('the flags beside other flags', {'sglang_server_flags': {'mem-fraction-static': 0.5, 'port': 30000,
-                                                              'host': '0.0.0.0'}},
-     30000, '0.0.0.0', 'http://127.0.0.1:30000', 'http://10.0.0.1:30000'),
-    # the extra arguments win over the flags, as in the config file
-    ('--port in the extra args', {'sglang_server_flags': {'port': 30000}, 'sglang_server_extra_args': ['--port', '30001']},
-     30001, '127.0.0.1', 'http://127.0.0.1:30001', 'http://10.0.0.1:30001'),
-    ('--port= and --host= in the extra args', {'sglang_server_extra_args': ['--log-level', 'info', '--port=30002',
-                                                                            '--host=::']},
-     30002, '::', 'http://[::1]:30002', 'http://10.0.0.1:30002'),
-    ('the last --port wins', {'sglang_server_extra_args': ['--port', '30001', '--port', '30003']},
-     30003, '127.0.0.1', 'http://127.0.0.1:30003', 'http://10.0.0.1:30003'),
     ('0.0.0.0', {'sglang_server_host': '0.0.0.0'}, 8000, '0.0.0.0', 'http://127.0.0.1:8000', 'http://10.0.0.1:8000'),
     # SGLang's uvicorn binds :: as an IPv6-only socket (asyncio's create_server sets IPV6_V6ONLY):
     # 127.0.0.1 is refused there, ::1 answers; 0.0.0.0 and empty answer on 127.0.0.1
     ('::', {'sglang_server_host': '::'}, 8000, '::', 'http://[::1]:8000', 'http://10.0.0.1:8000'),
     ('empty', {'sglang_server_host': ''}, 8000, '', 'http://127.0.0.1:8000', 'http://10.0.0.1:8000'),
-    ('the host in the flags', {'sglang_server_host': '127.0.0.1', 'sglang_server_flags': {'host': '0.0.0.0'}},
-     8000, '0.0.0.0', 'http://127.0.0.1:8000', 'http://10.0.0.1:8000'),
     # a real address: clients on the host and the controller both call it
     ('an IPv4 address', {'sglang_server_host': '10.0.0.9'}, 8000, '10.0.0.9', 'http://10.0.0.9:8000',
      'http://10.0.0.9:8000'),
     ('an IPv6 address', {'sglang_server_host': 'fd00::5', 'sglang_server_port': 30000}, 30000, 'fd00::5',
-     'http://[fd00::5]:30000', 'http://[fd00::5]:30000'),
-    ('an IPv6 address in the flags', {'sglang_server_flags': {'host': 'fd00::5', 'port': 30000}}, 30000, 'fd00::5',
      'http://[fd00::5]:30000', 'http://[fd00::5]:30000'),
     ('IPv6 loopback', {'sglang_server_host': '::1'}, 8000, '::1', 'http://[::1]:8000', 'http://10.0.0.1:8000'),
     ('localhost', {'sglang_server_host': 'localhost'}, 8000, 'localhost', 'http://localhost:8000',
@@ -57,8 +40,6 @@ GOOD = [
     # the controller calls the container's own address: IPv6 in brackets
     ('an IPv6 ansible_host', {'sglang_server_host': '::', 'ansible_host': 'fd00::101'}, 8000, '::',
      'http://[::1]:8000', 'http://[fd00::101]:8000'),
-    ('the flags null as a whole', {'sglang_server_flags': None}, 8000, '127.0.0.1', 'http://127.0.0.1:8000',
-     'http://10.0.0.1:8000'),
 ]
 
 
@@ -85,7 +66,7 @@ def test_the_defaults_are_the_role_argument_spec():
 
 def node(rank, address_, **more):
     return dict({'sglang_server_name': 'duo', 'sglang_server_node_rank': rank, 'ansible_host': address_,
-                 'sglang_server_host': '0.0.0.0', 'sglang_server_flags': {'port': 30000}}, **more)
+                 'sglang_server_host': '0.0.0.0', 'sglang_server_port': 30000}, **more)
 
 
 def test_a_node_of_rank_above_0_calls_rank_0():
@@ -146,36 +127,22 @@ def test_rank_0_on_a_real_ipv6_address_is_called_there():
 BAD = [
     ('port 0', {'sglang_server_port': 0}, 'sglang_server_port=0 is not a port; give an integer from 1 to 65535'),
     ('port 70000', {'sglang_server_port': 70000}, 'sglang_server_port=70000 is not a port'),
-    ('a port in the flags out of range', {'sglang_server_flags': {'port': 65536}},
-     "sglang_server_flags['port']=65536 is not a port; give an integer from 1 to 65535"),
     ('a port that is true', {'sglang_server_port': True}, 'sglang_server_port=True is not a port'),
     ('a port that is a float', {'sglang_server_port': 8000.5}, 'sglang_server_port=8000.5 is not a port'),
     ('a port with a newline', {'sglang_server_port': '8000\n'}, "sglang_server_port='8000\\n' is not a port"),
-    ('a port with a sign', {'sglang_server_flags': {'port': '+80'}}, "sglang_server_flags['port']='+80' is not a port"),
-    # null drops the flag: the server would take SGLang's own default port
-    ('a port null in the flags', {'sglang_server_flags': {'port': None}},
-     "sglang_server_flags['port']=None is not a port"),
-    ('--port without a value', {'sglang_server_extra_args': ['--port']},
-     "sglang_server_extra_args[0]='--port' has no value; give --port VALUE"),
-    ('--port followed by a flag', {'sglang_server_extra_args': ['--port', '--host', '::']},
-     "sglang_server_extra_args[0]='--port' has no value"),
-    ('--port not a number', {'sglang_server_extra_args': ['--port', 'http']},
-     "sglang_server_extra_args[1]='http' is not a port"),
-    ('--port= empty', {'sglang_server_extra_args': ['--port=']}, "sglang_server_extra_args[0]='' is not a port"),
-    ('the extra args a string', {'sglang_server_extra_args': '--port 1'},
-     "sglang_server_extra_args='--port 1' is not a list of strings"),
-    ('the flags a list', {'sglang_server_flags': ['port']}, "sglang_server_flags=['port'] is not a dict"),
+    ('a port with a sign', {'sglang_server_port': '+80'}, "sglang_server_port='+80' is not a port"),
+    # null would drop the flag: the server would take SGLang's own default port
+    ('a port null', {'sglang_server_port': None}, "sglang_server_port=None is not a port"),
+    ('a port out of range as a string', {'sglang_server_port': '65536'}, "sglang_server_port='65536' is not a port"),
     ('an IPv6 address in brackets', {'sglang_server_host': '[fd00::5]'},
      "sglang_server_host='[fd00::5]' is not an address to listen on; give an IPv4 or IPv6 address (without "
      "brackets), a host name, 0.0.0.0 or ::"),
-    ('a broken IPv6 address', {'sglang_server_flags': {'host': 'fd00:::5'}},
-     "sglang_server_flags['host']='fd00:::5' is not an address to listen on"),
     ('a host with a port', {'sglang_server_host': '10.0.0.9:8000'},
      "sglang_server_host='10.0.0.9:8000' is not an address to listen on"),
+    ('a broken IPv6 address', {'sglang_server_host': 'fd00:::5'},
+     "sglang_server_host='fd00:::5' is not an address to listen on"),
     ('a host with a newline', {'sglang_server_host': '0.0.0.0\n'},
      "sglang_server_host='0.0.0.0\\n' is not an address to listen on"),
-    ('a host with a space', {'sglang_server_extra_args': ['--host', '0.0.0.0 ']},
-     "sglang_server_extra_args[1]='0.0.0.0 ' is not an address to listen on"),
     ('a host null', {'sglang_server_host': None}, 'sglang_server_host=None is not an address to listen on'),
     ('a host that is a number', {'sglang_server_host': 10}, 'sglang_server_host=10 is not an address to listen on'),
     ('a bad ansible_host', {'sglang_server_host': '0.0.0.0', 'ansible_host': '10.0.0.1 '},

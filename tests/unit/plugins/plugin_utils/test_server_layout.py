@@ -4,6 +4,7 @@ and the values, before any host is touched. In-process: many layouts, no Ansible
 
 import pytest
 
+from ansible_collections.eagle3.extraction.plugins.plugin_utils import server_layout
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import cross_host_errors
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import layout, layout_errors
 
@@ -32,9 +33,6 @@ GOOD = {
     'a named one-node server': fleet(ct1=node(0, name='solo', sglang_server_tp_size=2)),
     'two servers': fleet(a0=node(0), a1=node(1), b0=node(0, name='other'), b1=node(1, name='other')),
     'four nodes of one GPU each': fleet(**dict(('ct%d' % r, node(r, gpu_check_gpu_count=1)) for r in range(4))),
-    'rank 0 beyond loopback through its flags': fleet(
-        ct1=node(0, sglang_server_host='127.0.0.1', sglang_server_flags={'host': '0.0.0.0'}),
-        ct3=node(1, sglang_server_flags={'host': '0.0.0.0'})),
     'the dist-init port beside the HTTP port': fleet(ct1=node(0, sglang_server_dist_init_port=8001),
                                                      ct3=node(1, sglang_server_dist_init_port=8001)),
     'the GPUs unknown': fleet(ct1=node(0, gpu_check_gpu_count=None), ct3=node(1, gpu_check_gpu_count=None)),
@@ -58,11 +56,8 @@ BAD = [
                                        c=node(1, gpu_check_gpu_count=1, sglang_server_tp_size=3)),
      'the node ranks (a=0, b=1, c=1) do not cover 0 to 2 once each'),
     ('tp-size not the sum', fleet(ct1=node(0, sglang_server_tp_size=2), ct3=node(1, sglang_server_tp_size=2)),
-     "server duo: tp-size 2 (sglang_server_tp_size or sglang_server_flags.tp-size) must be the sum of its nodes' "
-     "GPUs, the same number on each (ct1 2, ct3 2: 4 in all)"),
-    ('tp-size in the flags not the sum', fleet(ct1=node(0, sglang_server_flags={'tp-size': 8}),
-                                               ct3=node(1, sglang_server_flags={'tp-size': 8})),
-     'tp-size 8'),
+     "server duo: sglang_server_tp_size=2 must be the sum of its nodes' GPUs, the same number on each "
+     "(ct1 2, ct3 2: 4 in all)"),
     ('GPUs not the same on each node', fleet(ct1=node(0, gpu_check_gpu_count=1, sglang_server_tp_size=3),
                                              ct3=node(1, gpu_check_gpu_count=2, sglang_server_tp_size=3)),
      'the same number on each (ct1 1, ct3 2: 3 in all)'),
@@ -92,10 +87,8 @@ BAD = [
     ('rank 0 on the default host', fleet(ct1=dict((k, v) for k, v in node(0).items() if k != 'sglang_server_host'),
                                          ct3=node(1)),
      'listens on sglang_server_host=127.0.0.1 (the default)'),
-    # the host rank 0 really binds: its flags win over sglang_server_host (plugin_utils/server_address.py)
-    ('rank 0 on loopback through its flags', fleet(ct1=node(0, sglang_server_flags={'host': '::1'}),
-                                                   ct3=node(1, sglang_server_flags={'host': '::1'})),
-     "server duo: rank 0 (ct1) listens on sglang_server_flags['host']=::1"),
+    ('rank 0 on ::1', fleet(ct1=node(0, sglang_server_host='::1'), ct3=node(1, sglang_server_host='::1')),
+     "server duo: rank 0 (ct1) listens on sglang_server_host=::1"),
     # loopback in other spellings: 127.0.0.0/8 and ::1 written out
     ('rank 0 on 127.0.0.2', fleet(ct1=node(0, sglang_server_host='127.0.0.2'), ct3=node(1)),
      'server duo: rank 0 (ct1) listens on sglang_server_host=127.0.0.2'),
@@ -105,10 +98,10 @@ BAD = [
     ('dist-init port on the HTTP port', fleet(ct1=node(0, sglang_server_port=5000), ct3=node(1, sglang_server_port=5000)),
      'server duo: rank 0 (ct1) has sglang_server_dist_init_port=5000 (the default), the port it serves HTTP on '
      '(sglang_server_port=5000)'),
-    ('dist-init port on the HTTP port of the flags',
-     fleet(ct1=node(0, sglang_server_flags={'port': 30000}, sglang_server_dist_init_port=30000),
-           ct3=node(1, sglang_server_flags={'port': 30000}, sglang_server_dist_init_port=30000)),
-     "has sglang_server_dist_init_port=30000, the port it serves HTTP on (sglang_server_flags['port']=30000)"),
+    ('dist-init port on the HTTP port given',
+     fleet(ct1=node(0, sglang_server_port=30000, sglang_server_dist_init_port=30000),
+           ct3=node(1, sglang_server_port=30000, sglang_server_dist_init_port=30000)),
+     "has sglang_server_dist_init_port=30000, the port it serves HTTP on (sglang_server_port=30000)"),
     ('a server named after another host', fleet(ct1=node(0, name='ct2'), ct3=node(1, name='ct2'),
                                                 ct2={'sglang_server_model_path': '/m'}),
      'server ct2 (sglang_server_name of ct1, ct3) has the name of the host ct2'),
@@ -128,7 +121,7 @@ def test_every_bad_layout_is_refused_naming_the_server_hosts_and_values():
         if not any(expected in error for error in errors):
             missed.append('%s: expected %r in %r' % (name, expected, errors))
     assert not missed, '\n'.join(missed)
-    assert len(BAD) >= 18
+    assert len(BAD) >= 17
 
 
 def test_the_api_key_is_compared_but_never_shown():
@@ -183,3 +176,14 @@ def test_an_ipv6_rank_0_is_put_into_the_urls_in_brackets():
     assert address(hosts, 'ct3')['client_url'] == 'http://[fd00:200::101]:8000'
     assert address(hosts, 'ct1')['controller_url'] == 'http://[fd00:200::101]:8000'
     assert layout(hosts, 'ct3')['dist_init_addr'] == '[fd00:200::101]:5000'
+
+
+def test_the_dist_init_port_is_the_role_default_when_not_set(monkeypatch):
+    # the default is the argument spec's, read there (not 5000 written again in code)
+    hosts = fleet(ct1=node(0, address='10.0.0.1'), ct3=node(1, address='10.0.0.3'))
+    assert layout(hosts, 'ct3')['dist_init_addr'] == '10.0.0.1:5000'
+    monkeypatch.setattr(server_layout, 'spec_defaults', lambda role, names: {'sglang_server_dist_init_port': 6123})
+    assert layout(hosts, 'ct3')['dist_init_addr'] == '10.0.0.1:6123'
+    assert layout_errors(fleet(ct1=node(0, sglang_server_port=6123), ct3=node(1, sglang_server_port=6123))) == [
+        'server duo: rank 0 (ct1) has sglang_server_dist_init_port=6123 (the default), the port it serves HTTP on '
+        '(sglang_server_port=6123); the nodes meet on another port: give sglang_server_dist_init_port a free one']

@@ -1,0 +1,74 @@
+# -*- coding: utf-8 -*-
+# Copyright: eagle3.extraction maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Where one SGLang server listens: the bind host and HTTP port its variables give, checked.
+
+``sglang_server_host`` and ``sglang_server_port`` alone set them (sglang_server_flags and
+sglang_server_extra_args refuse host and port: plugin_utils/server_config.py), each its role's
+default when not set. server_address.py makes the URLs of them; server_layout.py checks a
+multi-node server's rank 0 with them. Both read a host's ``{variable: value}``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import show
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import COLLECTION, spec_defaults
+
+# what the bind host and port are read from
+READ = ('sglang_server_host', 'sglang_server_port')
+WILDCARD = ('0.0.0.0', '::', '')
+LOOPBACK = ('127.0.0.1', 'localhost', '::1')
+HOST_NAME = re.compile(r'(?=.{1,253}\Z)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?'
+                       r'(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*')
+PORT = re.compile(r'[0-9]{1,5}')
+
+
+class AddressError(ValueError):
+    """A value the address cannot be made of; the message names the variable and its value."""
+
+
+def defaults(collection=COLLECTION):
+    """sglang_server_host and sglang_server_port as the role's argument spec defaults them."""
+    return spec_defaults('sglang_server', READ, collection)
+
+
+def ip(text):
+    """text as an IP address, else None."""
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
+
+
+def _port(variable, value):
+    if isinstance(value, bool) or not isinstance(value, (int, str)) \
+            or (isinstance(value, str) and not PORT.fullmatch(value)) or not 1 <= int(value) <= 65535:
+        raise AddressError('%s=%s is not a port; give an integer from 1 to 65535' % (variable, show(value)))
+    return int(value)
+
+
+def _host(variable, value):
+    if not isinstance(value, str) or not (value in WILDCARD or ip(value) or HOST_NAME.fullmatch(value)):
+        raise AddressError('%s=%s is not an address to listen on; give an IPv4 or IPv6 address (without brackets), '
+                           'a host name, 0.0.0.0 or ::' % (variable, show(value)))
+    return value
+
+
+def bind(values):
+    """('sglang_server_host', the host the server binds); AddressError when bad."""
+    return 'sglang_server_host', _host('sglang_server_host', values.get('sglang_server_host',
+                                                                        defaults()['sglang_server_host']))
+
+
+def http_port(values):
+    """('sglang_server_port', the port the server serves HTTP on); AddressError when bad."""
+    return 'sglang_server_port', _port('sglang_server_port', values.get('sglang_server_port',
+                                                                        defaults()['sglang_server_port']))
+
+
+def loopback(host):
+    """Whether a bind host serves only its own container."""
+    return host in LOOPBACK or bool(ip(host) and ip(host).is_loopback)
