@@ -627,7 +627,6 @@ def predict_text(conf, plan, running, wanted_raw, owned):
 # /dev/shm
 
 
-
 def shm_mount_entry(size):
     """The raw line that mounts a tmpfs of ``size`` on the container's /dev/shm."""
     if not isinstance(size, str) or not SHM_SIZE_RE.fullmatch(size):

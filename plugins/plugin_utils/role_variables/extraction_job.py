@@ -47,6 +47,7 @@ def _shard_indexes(value):
         seen.add(index)
     return None
 
+
 DEFAULTS_HEADER = ()
 
 ENTRY_POINTS = (
@@ -73,16 +74,18 @@ ENTRY_POINTS = (
         options={'extraction_job_unit': {}}),
     EntryPoint(
         'start', 'Start the units of the given shards on this host (each resumes and redoes what is missing)',
-        options={'extraction_job_unit': {},
-         'extraction_job_name': {'description': "The job's name, as for the role's main entry point (its "
-                                                'units are C(<unit>@<name>-shard-<i>)).'},
-         'extraction_job_shard_indexes': {'description': 'The shards whose units to start '
-                                                         '(C(playbooks/repair.yml) gives those with samples '
-                                                         'to redo).',
-                                          'type': 'list',
-                                          'elements': 'int',
-                                          'required': True,
-                                          'default': NO_DEFAULT}}),
+        options={
+            'extraction_job_unit': {},
+            'extraction_job_name': {'description': "The job's name, as for the role's main entry point (its units "
+                                                   'are C(<unit>@<name>-shard-<i>)).'},
+            'extraction_job_shard_indexes': {'description': 'The shards whose units to start '
+                                                            '(C(playbooks/repair.yml) gives those with samples to '
+                                                            'redo).',
+                                             'type': 'list',
+                                             'elements': 'int',
+                                             'required': True,
+                                             'default': NO_DEFAULT},
+        }),
 )
 
 VARIABLES = (
@@ -109,7 +112,9 @@ VARIABLES = (
         description=(
             "The job's name, C([A-Za-z0-9_][A-Za-z0-9_.]{0,63}) (no C(-): rids are C(<name>-<sample id>)); also "
             'the output subdir. Another dataset needs another name.'),
-        rule=pattern(JOB_NAME, 'letters, digits, _ and . (up to 64, not starting with .; no -: ' 'a rid is <name>-<sample id>)'), plan=True,
+        rule=pattern(JOB_NAME, 'letters, digits, _ and . (up to 64, not starting with .; no -: a rid is '
+                               '<name>-<sample id>)'),
+        plan=True,
         comment="The job's name: the rid prefix (<name>-<sample id>) and the output subdir. No '-'."),
     Variable(
         'extraction_job_shard_indexes', 'raw', "{{ lookup('eagle3.extraction.host_plan').job.shards }}",
@@ -279,14 +284,15 @@ VARIABLES = (
     Variable(
         'extraction_job_unit', 'str', 'eagle3-extraction-job',
         description='The systemd template unit, without C(@.service); one instance per shard.',
-        rule=pattern(TEMPLATE_UNIT_NAME, 'a template unit\'s name without @.service: letters, ' 'digits and :_.-')),
+        rule=pattern(TEMPLATE_UNIT_NAME, "a template unit's name without @.service: letters, digits and :_.-")),
     Variable(
         'extraction_job_systemd_dir', 'path', '/etc/systemd/system',
         description='Where the unit file is written.',
         rule=path()),
     Variable(
         'extraction_job_server_unit', 'str', "{{ lookup('eagle3.extraction.host_plan').server.unit }}",
-        description="The server's unit: the job starts after it (default the host's plan's, sglang_server_unit's value).",
+        description=(
+            "The server's unit: the job starts after it (default the host's plan's, sglang_server_unit's value)."),
         rule=pattern(UNIT_NAME, 'a unit name: letters, digits and :_.@-')),
     Variable(
         'extraction_job_restart_sec', 'int', 30,

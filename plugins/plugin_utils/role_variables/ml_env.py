@@ -42,7 +42,8 @@ ENTRY_POINTS = (
 VARIABLES = (
     Variable(
         'ml_env_path', 'str', '/root/ml-env',
-        description='Absolute path of the venv, not a system directory (V(/), V(/usr), V(/root), V(/etc) and the like).',
+        description=(
+            'Absolute path of the venv, not a system directory (V(/), V(/usr), V(/root), V(/etc) and the like).'),
         rule=path(), plan=True,
         comment=(
             'Where the venv goes and the interpreter that makes it (it must have the venv\n'
@@ -57,7 +58,8 @@ VARIABLES = (
             'Requirement specs to install, pinned, for example V(sglang==0.5.23); each a requirement, never a pip '
             'option.'),
         elements='str',
-        rule=each(pattern(REQUIREMENT, 'a requirement spec such as sglang==0.5.23 (not a pip option)')), same_on_every_node=True,
+        rule=each(pattern(REQUIREMENT, 'a requirement spec such as sglang==0.5.23 (not a pip option)')),
+        same_on_every_node=True,
         comment='Pinned requirement specs, for example ["sglang==0.5.23"].', group=True),
     Variable(
         'ml_env_requirements_file', 'str', '',
@@ -81,7 +83,8 @@ VARIABLES = (
             'is copied there first.')),
     Variable(
         'ml_env_wheelhouse_src', 'str', '',
-        description='A directory of wheels on the controller, copied into O(ml_env_wheelhouse) first; empty copies nothing.'),
+        description=(
+            'A directory of wheels on the controller, copied into O(ml_env_wheelhouse) first; empty copies nothing.')),
     Variable(
         'ml_env_editable', 'list', [],
         description=[

@@ -54,6 +54,7 @@ def _features(value):
             return '%s: %s is not a boolean' % (key, show(item))
     return None
 
+
 # the comment at the top of defaults/main.yml
 DEFAULTS_HEADER = ['Every variable is described in meta/argument_specs.yml (Ansible validates them',
                    'before the first task) and in README.md. Set the first two per container host',

@@ -61,6 +61,7 @@ VARIABLES = (
             "the interpreter of ml_env's default venv (lookup eagle3.extraction.ml_env_python).")),
     Variable(
         'sglang_patch_backup', 'bool', True,
-        description='Keep a timestamped copy of C(deepseek_v2.py) next to it before each rewrite.', same_on_every_node=True,
+        description='Keep a timestamped copy of C(deepseek_v2.py) next to it before each rewrite.',
+        same_on_every_node=True,
         comment='Keep a timestamped copy of deepseek_v2.py next to it before each rewrite.'),
 )

@@ -167,7 +167,8 @@ VARIABLES = (
             'refuse it); the job, the table, stop and the cache call the server on it.'),
         rule=number(1, 65535), flag='port', peer=True, same_on_every_node=True),
     Variable(
-        'sglang_server_tp_size', 'raw', '{{ gpu_check_gpus | length if gpu_check_gpus is defined else gpu_check_gpu_count | default(8) }}',
+        'sglang_server_tp_size', 'raw',
+        '{{ gpu_check_gpus | length if gpu_check_gpus is defined else gpu_check_gpu_count | default(8) }}',
         description=[
             (
                 'C(--tp-size), 1 to 256, set here alone; it must divide the visible GPU count. Default the GPUs '
@@ -177,11 +178,13 @@ VARIABLES = (
         rule=Rule(_tp_size, 'an integer from 1 to 256'), flag='tp-size', same_on_every_node=True,
         comment='Tensor parallel size: every GPU gpu_check saw, else gpu_check_gpu_count, else 8.'),
     Variable(
-        'sglang_server_flags', 'dict', {'mem-fraction-static': 0.88,
-         'disable-prefill-cuda-graph': True,
-         'disable-decode-cuda-graph': True,
-         'disable-radix-cache': True,
-         'disable-custom-all-reduce': True},
+        'sglang_server_flags', 'dict', {
+            'mem-fraction-static': 0.88,
+            'disable-prefill-cuda-graph': True,
+            'disable-decode-cuda-graph': True,
+            'disable-radix-cache': True,
+            'disable-custom-all-reduce': True,
+        },
         description=[
             (
                 'More flags, C(--key) for each key (without C(--)), written to O(sglang_server_config_file); a '
@@ -214,7 +217,9 @@ VARIABLES = (
         rule=Rule(_server_config(lambda args: parse_extra_args(args, _owned())), 'SGLang arguments',
                   whole_message=True),
         same_on_every_node=True,
-        comment='Arguments as typed on a command line (`--flag`, `--key value`), merged after the flags (none of the four).'),
+        comment=(
+            'Arguments as typed on a command line (`--flag`, `--key value`), merged after the flags (none of the '
+            'four).')),
     Variable(
         'sglang_server_dump_dir', 'str', '/dev/shm/sglang_hs',
         description=(
@@ -248,7 +253,7 @@ VARIABLES = (
             'Globs of stale shared-memory segments in C(/dev/shm) removed before a start when no process holds '
             'them; each a name prefix with at most a trailing C(*).'),
         elements='str',
-        rule=each(pattern(SHM_PATTERN, 'a segment name prefix with an optional * at ' 'the end (nccl-*)')),
+        rule=each(pattern(SHM_PATTERN, 'a segment name prefix with an optional * at the end (nccl-*)')),
         comment='Stale shared-memory segments in /dev/shm removed before a start when no process holds them.'),
     Variable(
         'sglang_server_interconnect', 'str', "{{ gpu_check_interconnect | default('nvlink') }}",
@@ -265,7 +270,8 @@ VARIABLES = (
                 'C(SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1), C(SGL_FORCE_SHUTDOWN=1), the NCCL ones on PCIe); '
                 'this dict wins, a null value drops a default. Rendered sorted by name.'),
         ],
-        rule=Rule(_server_config(_env_over_defaults), 'NAME: value (null drops a default)', whole_message=True), plan=True,
+        rule=Rule(_server_config(_env_over_defaults), 'NAME: value (null drops a default)', whole_message=True),
+        plan=True,
         comment="Environment= lines, merged over the role's defaults (this dict wins; null drops a default)."),
     Variable(
         'sglang_server_api_key', 'str', '',
@@ -343,7 +349,8 @@ VARIABLES = (
         'sglang_server_ready_timeout', 'int', 3600,
         description='Seconds to wait for C(/health) to answer 200 after a start, at least 1.',
         rule=number(1, 172800, 'seconds'),
-        comment='Seconds to wait for /health to answer 200 after a (re)start (big models take up to an hour).', group=True),
+        comment='Seconds to wait for /health to answer 200 after a (re)start (big models take up to an hour).',
+        group=True),
     Variable(
         'sglang_server_name', 'str', '',
         description=[
@@ -380,7 +387,8 @@ VARIABLES = (
                 'Required when rank 0 is reached through its hypervisor (C(community.proxmox.proxmox_pct_remote)), '
                 "whose C(ansible_host) is the node's; the other nodes then call its HTTP port at this address too."),
         ],
-        rule=pattern(HOST, 'an address or host name the other nodes reach', empty=True), peer=True, same_on_every_node=True),
+        rule=pattern(HOST, 'an address or host name the other nodes reach', empty=True),
+        peer=True, same_on_every_node=True),
     Variable(
         'sglang_server_socket_ifname', 'str', '',
         description=[
@@ -390,7 +398,9 @@ VARIABLES = (
                 'neither. Set per host, since nodes may name different interfaces. More NCCL variables go in this '
                 "host's O(sglang_server_env)."),
         ],
-        rule=pattern(IFNAMES, 'network interface names as NCCL_SOCKET_IFNAME takes them ' '(eth0, eth0,eth1, =eth0, ^docker,lo)', empty=True), plan=True,
+        rule=pattern(IFNAMES, 'network interface names as NCCL_SOCKET_IFNAME takes them (eth0, eth0,eth1, =eth0, '
+                              '^docker,lo)', empty=True),
+        plan=True,
         comment=(
             'The interface the nodes talk over: NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME of this node\n'
             "(eth0, or NCCL's forms: eth0,eth1 =eth0 ^docker,lo); empty sets neither. More per-node NCCL\n"

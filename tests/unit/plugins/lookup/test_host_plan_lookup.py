@@ -102,7 +102,6 @@ def test_bad_input_fails_naming_it(own, kwargs, message):
     assert message in str(caught.value)
 
 
-
 @pytest.mark.parametrize('name', ['extraction_job_dump_dir', 'sglang_server_port'])
 def test_a_value_that_reads_its_own_plan_is_refused_by_name(name):
     """Such a value would make the lookup call itself without end (twenty nested errors before this check): here
