@@ -26,7 +26,7 @@ if __name__ == "__main__":   # the crash helper below runs this file as a script
     sys.path.insert(0, HERE)
 
 from job_helpers import HIDDEN, LAYERS, expected_tensors, torch, write_dump  # noqa: E402
-from eagle3_extraction_job import dataset, drain, manifest  # noqa: E402
+from eagle3_extraction_job import ckpt_file, dataset, drain, manifest  # noqa: E402
 
 IDS = [5, 9, 2, 7]
 MASK = [0, 0, 1, 1]
@@ -65,9 +65,15 @@ class Events:
         return self.log.index(event)
 
 
+@pytest.mark.parametrize("mode", ckpt_file.MODES)
 def test_concurrent_drains_are_done_only_after_file_dir_and_commit_are_durable(
-        job_dirs, monkeypatch):
-    """8 threads, 24 samples: for each, file fsync < link < dir fsync < commit < dump deleted."""
+        job_dirs, monkeypatch, mode):
+    """8 threads, 24 samples, in each write mode (pieces of 8 KiB, so that the early
+    writeback and O_DIRECT paths run): for each sample, file fsync < link < dir fsync <
+    commit < dump deleted."""
+    monkeypatch.setattr(ckpt_file, "MODE", mode)
+    monkeypatch.setattr(ckpt_file, "PIECE", 8192)
+    monkeypatch.setattr(ckpt_file, "PARALLEL_HASH_BYTES", 1024)
     ev = Events()
     real_fsync, real_link, real_unlink = os.fsync, os.link, os.unlink
 
@@ -238,7 +244,7 @@ def test_a_failed_write_leaves_no_temp_file_and_keeps_the_dump(job_dirs, monkeyp
 
 
 def test_the_sha256_hashed_beside_the_write_is_the_files(job_dirs, monkeypatch):
-    monkeypatch.setattr(drain, "PARALLEL_HASH_BYTES", 64)   # the test tensors take that path too
+    monkeypatch.setattr(ckpt_file, "PARALLEL_HASH_BYTES", 64)   # the test tensors take that path too
     d = open_drainer(job_dirs["out"])
     s, ids = sample(1)
     _outcome, info = d.drain(write_dump(job_dirs["dump"], "job-s1", ids), s)

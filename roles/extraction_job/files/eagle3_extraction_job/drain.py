@@ -14,15 +14,13 @@ done once for the group, just before that transaction commits (see
 ``manifest.Manifest.commit_grouped``). A sample's own thread still waits for the
 commit holding its row before it deletes the dump.
 """
-import concurrent.futures
 import glob
-import hashlib
 import os
 import shutil
 import threading
 import time
 
-from eagle3_extraction_job import names
+from eagle3_extraction_job import ckpt_file, names
 from eagle3_extraction_job.manifest import fsync_dir, makedirs_durable
 
 # the dump stays in tmpfs pages, not copied into the process: the drain needs little RAM
@@ -32,48 +30,6 @@ SPECFORGE_KEYS = ("input_ids", "loss_mask", "hidden_state", "aux_hidden_state")
 
 class DumpRejected(ValueError):
     """A dump does not match its sample (or is unreadable)."""
-
-
-# a tensor's bytes are hashed on a helper thread while the writing thread copies them into
-# the page cache: both release the GIL, and sha256 (~1.5 GB/s) is the drain's largest CPU
-# cost; side by side the pair takes about as long as the slower of the two
-PARALLEL_HASH_BYTES = 1 << 20
-_hash_pool = None
-_hash_pool_lock = threading.Lock()
-
-
-def _hasher():
-    global _hash_pool  # pylint: disable=global-statement
-    with _hash_pool_lock:
-        if _hash_pool is None:
-            _hash_pool = concurrent.futures.ThreadPoolExecutor(
-                max_workers=min(32, os.cpu_count() or 4), thread_name_prefix="drain-hash")
-        return _hash_pool
-
-
-class _HashingWriter:
-    """A file object for ``torch.save`` that hashes what it writes on the way."""
-
-    def __init__(self, f):
-        self._f = f
-        self.sha256 = hashlib.sha256()
-        self.size = 0
-
-    def write(self, data):
-        self.size += len(data)
-        if len(data) < PARALLEL_HASH_BYTES:
-            self.sha256.update(data)
-            return self._f.write(data)
-        # torch.save hands over a view of its buffer, valid only during this call: wait
-        # for the hash before returning (updates stay in file order)
-        hashed = _hasher().submit(self.sha256.update, data)
-        try:
-            return self._f.write(data)
-        finally:
-            hashed.result()
-
-    def flush(self):
-        self._f.flush()
 
 
 BF16_EXPONENT = 0x7F80
@@ -249,25 +205,29 @@ class Drainer:
     def write(self, relpath, payload):
         """Write ``payload`` durably under ``relpath``: temp file, fsync, link.
 
-        Returns ``(bytes, sha256)``. The new directory entry is not fsync'ed here: the
-        caller's ``manifest.finish(..., sync_dir=...)`` does it, once for a group.
+        Returns ``(bytes, sha256)``. The bytes go to the disk in ``ckpt_file.MODE``
+        (the writeback of each piece started as it is written); the fsync makes them
+        durable in every mode. The new directory entry is not fsync'ed here: the caller's
+        ``manifest.finish(..., sync_dir=...)`` does it, once for a group.
         """
         final = os.path.join(self.output_dir, relpath)
         directory = os.path.dirname(final)
         self._durable_dir(directory)
         tmp = os.path.join(directory, f".{os.path.basename(final)}.{os.getpid()}.tmp")
         try:
-            with open(tmp, "wb") as f:
-                writer = _HashingWriter(f)
-                self.torch.save(payload, writer)
-                f.flush()
-                os.fsync(f.fileno())
-            os.link(tmp, final)   # never replaces: EEXIST if a file is there
+            with ckpt_file.CkptFile(tmp, torch=self.torch) as f:
+                self.torch.save(payload, f)
+                f.sync()
+            self._link(tmp, final)
         finally:
             # a failed write (ENOSPC...) leaves no temp file behind until the next start
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        return writer.size, writer.sha256.hexdigest()
+        return f.size, f.sha256.hexdigest()
+
+    def _link(self, tmp, final):  # a step of its own: benchmarks/drain_bench.py times it
+        del self
+        os.link(tmp, final)   # never replaces: EEXIST if a file is there
 
     def reject(self, dump_path, reason):
         """Keep a rejected dump for a person to look at, off /dev/shm; then remove it."""
