@@ -18,8 +18,10 @@
 #          a start (round 0 right after the start, rounds 1-2 steady); a warm-up start,
 #          then three starts a side, alternating (CAPTURE_BENCH_TAGS); the summary
 #          (lab/gpu/bench_summary.py) sets round 0 on against round 0 off, every start
-#          shown; every server's log comes back in bench-servers.tar.gz. TP=2 runs it
-#          with --tp-size 2 over two GPUs.
+#          shown; every server's log comes back in bench-servers.tar.gz. A start takes
+#          65 to 90 s: spread the starts over two calls with CAPTURE_BENCH_TAGS and the
+#          same CAPTURE_BENCH_RESULTS file (docs/benchmarks.md). TP=2 runs it with
+#          --tp-size 2 over two GPUs.
 #   profile  where the steady cost goes (capture_profile.py): rounds and torch
 #          profiles of a server without the capture and of one with it, whose parts
 #          are switched off round by round (capture_variants/sitecustomize.py)
@@ -229,7 +231,10 @@ else
   rm -rf "$DUMP"; mkdir -p "$DUMP"
   python3 lab/gpu/model_config.py "$WORK/wide" --hidden 7168 --layers "${CAPTURE_LAYERS:-8}" --experts 32 --context 4096
   echo "[shm] $(df -h /dev/shm | tail -1)"
-  n=0
+  # each start's rates go to CAPTURE_BENCH_RESULTS too: name the same file outside $WORK
+  # in two calls to spread the starts over them (a start takes 65 to 90 s)
+  RESULTS=${CAPTURE_BENCH_RESULTS:-$WORK/bench-results.jsonl}
+  n=$(grep -c '^{"bench"' "$RESULTS" 2>/dev/null)
   for tag in ${CAPTURE_BENCH_TAGS:-warm off on off on off on}; do
     n=$((n + 1))
     dump=-; [ "$tag" = off ] || dump=$DUMP
@@ -238,12 +243,13 @@ else
     if start_server "bench-$n-$tag" 30010 "$dump" "$WORK/wide" 1,3,5; then
       client bench --url http://127.0.0.1:30010 --tag "$tag-$n" --rounds "$rounds" "${dump_args[@]}" \
         || FAILS=$((FAILS + 1))
+      grep "^{\"bench\": \"$tag-$n\"" "$WORK/client.log" | tail -1 >>"$RESULTS"
       stop_server
     else
       fail "bench server $n ($tag) did not start"
     fi
   done
-  python3 lab/gpu/bench_summary.py "$WORK/client.log" || FAILS=$((FAILS + 1))
+  python3 lab/gpu/bench_summary.py "$RESULTS" || FAILS=$((FAILS + 1))
   [ -n "${OUT:-}" ] && (cd "$WORK" && tar -czf "$OUT/bench-servers.tar.gz" bench-*.log)
 fi
 # what comes back: the servers' logs, the client's, the role's, the job's (those the mode made)

@@ -169,3 +169,45 @@ def test_the_drain_in_each_mode_records_the_files_hash(job_dirs, small_pieces, m
     assert d.manifest.totals()["bytes"] == len(data)
     d.manifest.close()
     assert manifest.open_manifest(job_dirs["out"]).is_done(s.sample_id) == info["path"]
+
+
+def test_the_jobs_drain_starts_the_writeback_during_the_write(job_dirs, small_pieces, monkeypatch):
+    """The default mode (what the job runs) is the measured fastest, ``early``: the
+    writeback of the file's pieces is started before its fsync, and the fsync still
+    comes before the link."""
+    from test_drain_speed_paths import open_drainer, sample, write_dump  # noqa: E501 pylint: disable=import-outside-toplevel
+    calls = Calls(monkeypatch)
+    real_link = os.link
+
+    def link(src, dst):
+        calls.add("link")
+        real_link(src, dst)
+    monkeypatch.setattr(os, "link", link)
+    big = torch.randn(1, 4, 512).to(torch.bfloat16)   # pieces of 8 KiB: several a tensor
+
+    d = open_drainer(job_dirs["out"])
+    d.hidden_size = d.captured_layers = 0   # any width: the test's dump is wider
+    s, ids = sample(2)
+    dump = write_dump(job_dirs["dump"], "job-s2", ids,
+                      lambda p: p.update(hidden_state=big, aux_hidden_state=big.repeat(1, 1, 3)))
+    assert d.drain(dump, s)[0] == "done"
+    names = [n for n in calls.names() if n in ("sync_file_range", "fsync", "link")]
+    linked = names.index("link")
+    file_fsync = max(i for i in range(linked) if names[i] == "fsync")
+    assert "sync_file_range" in names[:file_fsync]
+    assert "sync_file_range" not in names[file_fsync:]
+    d.manifest.close()
+
+
+def test_a_file_system_that_refuses_the_writeback_start_gets_the_file_all_the_same(
+        tmp_path, small_pieces, monkeypatch):
+    def refused(*_args):
+        raise OSError(22, "Invalid argument")
+    monkeypatch.setattr(ckpt_file, "sync_file_range", refused)
+    path = str(tmp_path / "a.ckpt")
+    with ckpt_file.CkptFile(path, "early", torch) as f:
+        torch.save(PAYLOAD, f)
+        f.sync()
+    assert f.mode == "buffered"
+    with open(path, "rb") as fh:
+        assert fh.read() == reference_bytes()

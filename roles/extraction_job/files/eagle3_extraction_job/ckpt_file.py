@@ -169,8 +169,15 @@ class CkptFile:
 
     def _start_writeback(self):
         """Start the writeback of what was written since the last call; in ``stream`` mode
-        also wait for the piece before and drop it from the page cache."""
-        sync_file_range(self._fd, self._started, self._written - self._started, WRITE)
+        also wait for the piece before and drop it from the page cache.
+
+        Only a head start: where the file system refuses it, the rest of the file goes
+        ``buffered`` (the fsync makes it durable all the same)."""
+        try:
+            sync_file_range(self._fd, self._started, self._written - self._started, WRITE)
+        except OSError:
+            self.mode = "buffered"
+            return
         if self.mode == "stream" and self._started > self._dropped:
             sync_file_range(self._fd, self._dropped, self._started - self._dropped,
                             WAIT_BEFORE | WRITE | WAIT_AFTER)
