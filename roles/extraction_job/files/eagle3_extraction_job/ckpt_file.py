@@ -19,7 +19,8 @@ the bytes reach the disk is the write mode, each measured by
             its size. Where the file system refuses ``O_DIRECT``, ``buffered``.
 
 Durability is the same in every mode: the caller fsyncs (``sync``) before the file is
-linked to its name, and no mode gives a byte back as written before ``sync`` returns.
+linked to its name. The temporary name is created with ``O_EXCL``: whatever is already
+there (a file the job did not make, a link) is never written through.
 """
 import concurrent.futures
 import ctypes
