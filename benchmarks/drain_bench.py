@@ -10,7 +10,8 @@
             same bytes are then copied by N threads to the same disk, each file fsync'ed
             and its directory fsync'ed, the same durability: the baseline. --variants
             buffered,early,stream,direct alternates drains in the write modes of
-            ckpt_file (how the bytes go to the disk; the job's is ckpt_file.MODE), and a
+            ckpt_file (how the bytes go to the disk; the job's is ckpt_file.MODE; a piece
+            size as early:64, the NaN/Inf check beside the write as early+beside), and a
             table shows where each one's time goes, step by step (StepTimes).
   manifest: a manifest of N done samples; time to open it, undo interrupted writes and
             work out which of the N dataset ids are left (what a resume does first).
@@ -100,17 +101,17 @@ def drain_round(args, dataset, dump_dir, out):
 
 
 def use_variant(variant):
-    """A variant is a write mode of ``ckpt_file`` (buffered, early, stream, direct), with
-    an optional piece size in MiB after a colon (``early:64``): the drain's default
-    for every drain that starts after this call (``Job`` makes its ``Drainer`` then)."""
-    mode, _sep, mib = variant.partition(":")
-    if mode not in ckpt_file.MODES:
-        raise SystemExit(f"unknown variant {variant!r}: one of {', '.join(ckpt_file.MODES)}[:MiB]")
-    ckpt_file.MODE = mode
-    ckpt_file.PIECE = int(mib) << 20 if mib else DEFAULT_PIECE
+    """A variant is ``MODE[:MiB][+beside]`` (drain.set_write_variant): a write mode of
+    ``ckpt_file`` (buffered, early, stream, direct), an optional piece size in MiB, and
+    ``+beside`` for the NaN/Inf check beside the write; for every drain that starts after
+    this call (``Job`` makes its ``Drainer`` then)."""
+    try:
+        drain.set_write_variant(variant)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from exc
 
 
-DEFAULT_MODE, DEFAULT_PIECE = ckpt_file.MODE, ckpt_file.PIECE
+DEFAULT_VARIANT = ckpt_file.MODE
 
 
 class StepTimes:
@@ -126,6 +127,7 @@ class StepTimes:
         ("drain", "drain, all of it (drain thread)"),
         ("load", "load the dump (torch.load, mmap)"),
         ("check", "checks (ids, shapes, NaN/Inf)"),
+        ("finite", "  NaN/Inf part (with +beside: on helper threads, beside the write)"),
         ("reserve", "wait for the reservation's commit"),
         ("save", "torch.save into the file (all below)"),
         ("put", "  the file object's write() (hash waits included)"),
@@ -168,6 +170,7 @@ class StepTimes:
         self.patch(drain.Drainer, "drain", "drain")
         self.patch(drain.Drainer, "load", "load")
         self.patch(drain, "check_dump", "check")
+        self.patch(drain, "check_finite", "finite")
         import torch  # pylint: disable=import-outside-toplevel
         self.patch(torch, "save", "save")
         self.patch(ckpt_file.CkptFile, "write", "put")
@@ -275,7 +278,7 @@ def bench_drain(args):
                     assert du(os.path.join(out, "rows_0-2000")) >= nbytes * 0.99, "output too small"
                     drains[variant].append(elapsed)
                     shutil.rmtree(out)
-                use_variant(f"{DEFAULT_MODE}:{DEFAULT_PIECE >> 20}")
+                use_variant(DEFAULT_VARIANT)
             copy_s = min(copies)
             for variant, times in drains.items():
                 drain_s = min(times)
@@ -347,9 +350,10 @@ def main():
                    help="drain threads (and copy threads), comma-separated: 2,4,8")
     d.add_argument("--rounds", type=int, default=7)
     d.add_argument("--variants", type=lambda v: v.split(","), default=[ckpt_file.MODE],
-                   help="drains to alternate with the copy, comma-separated write modes of "
-                        "ckpt_file (buffered, early, stream, direct; the job's is "
-                        f"{ckpt_file.MODE}), each with an optional piece size in MiB: early:64")
+                   help="drains to alternate with the copy, comma-separated MODE[:MiB][+beside]: "
+                        "a write mode of ckpt_file (buffered, early, stream, direct; the job's is "
+                        f"{ckpt_file.MODE}), a piece size in MiB (early:64), +beside for the "
+                        "NaN/Inf check beside the write (early+beside)")
     m = sub.add_parser("manifest")
     m.add_argument("--out", default="/var/tmp")
     m.add_argument("--samples", type=int, default=1_000_000)

@@ -22,8 +22,9 @@ rate for the same bytes, as JSON on the last line. The host's CPUs are sampled f
   nice   the job's threads other than its event loop (drain, hash, manifest commit)
          reniced to +10 from here as they appear, so that sglang's processes get the CPUs
          first when the host has too few: whether that is worth doing in the job itself
-  buffered, early, stream, direct  the job with its drain in that write mode
-         (eagle3_extraction_job.ckpt_file; job_write_mode.py), to compare with its default
+  MODE[:MiB][+beside]  the job with its drain writing that way (buffered, early, stream,
+         direct, early+beside...: eagle3_extraction_job.drain.set_write_variant;
+         job_write_mode.py), to compare with its default
 A bare round after the job rounds shows how far the server drifted meanwhile.
 """
 
@@ -213,7 +214,7 @@ def main():
     parser.add_argument("--hidden", type=int, default=7168)
     parser.add_argument("--aux", type=int, default=3)
     parser.add_argument("--job-variants", default="plain",
-                        help="comma-separated: plain, nice, or a write mode (see above)")
+                        help="comma-separated: plain, nice, or a write variant (see above)")
     parser.add_argument("--profile-interval", type=float, default=0.2,
                         help="seconds between two samples of /proc (host_profile.py)")
     args = parser.parse_args()

@@ -32,7 +32,7 @@ import warnings
 
 MODES = ("buffered", "early", "stream", "direct")
 MODE = "early"          # the drain's mode (the fastest measured: docs/benchmarks.md)
-PIECE = 16 << 20        # bytes a piece: the unit of writeback (early, stream) or of a write (direct)
+PIECE = DEFAULT_PIECE = 16 << 20   # bytes a piece: the unit of writeback (early, stream) or of a write (direct)
 # a write at least this long is hashed on a helper thread while it is written
 PARALLEL_HASH_BYTES = 1 << 20
 BLOCK = 4096            # O_DIRECT's alignment of offsets, lengths and buffers
@@ -45,7 +45,8 @@ _hash_pool_lock = threading.Lock()
 _staging = threading.local()   # direct: one aligned buffer a drain thread, kept
 
 
-def _hasher():
+def helper_pool():
+    """The threads that hash beside the writes (and check beside them: drain.py)."""
     global _hash_pool  # pylint: disable=global-statement
     with _hash_pool_lock:
         if _hash_pool is None:
@@ -130,7 +131,7 @@ class CkptFile:
             self._flush_small()
             # torch.save hands over a view of its buffer, valid only during this call:
             # the hash is waited for before returning (updates stay in file order)
-            hashed = _hasher().submit(self._hash, view)
+            hashed = helper_pool().submit(self._hash, view)
             try:
                 for start in range(0, n, PIECE):
                     self._write_piece(view[start:start + PIECE])
@@ -194,7 +195,7 @@ class CkptFile:
             if take >= PARALLEL_HASH_BYTES:
                 # the copy into the staging buffer runs in torch (no GIL held), the hash
                 # beside it on a helper thread
-                hashed = _hasher().submit(self._hash, chunk)
+                hashed = helper_pool().submit(self._hash, chunk)
                 try:
                     self._copy_in(chunk)
                 finally:
