@@ -9,8 +9,10 @@
             dumps are all there already sends nothing: the leftover pass drains them). The
             same bytes are then copied by N threads to the same disk, each file fsync'ed
             and its directory fsync'ed, the same durability: the baseline. --variants
-            plain,early alternates the job's drain with one that starts each 16 MiB
-            piece's writeback as it is written (early_writeback).
+            buffered,early,stream,direct alternates drains in the write modes of
+            ckpt_file (how the bytes go to the disk; the job's is ckpt_file.MODE; a piece
+            size as early:64, the NaN/Inf check beside the write as early+beside), and a
+            table shows where each one's time goes, step by step (StepTimes).
   manifest: a manifest of N done samples; time to open it, undo interrupted writes and
             work out which of the N dataset ids are left (what a resume does first).
 
@@ -26,12 +28,13 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "roles", "extraction_job", "files"))
 
-from eagle3_extraction_job import config, drain, job, manifest, names  # noqa: E402
+from eagle3_extraction_job import ckpt_file, config, drain, job, manifest, names  # noqa: E402
 
 
 def make_dumps(torch, dump_dir, dataset, samples, tokens, hidden, layers):
@@ -97,36 +100,132 @@ def drain_round(args, dataset, dump_dir, out):
     return asyncio.run(drain_all())
 
 
-WRITEBACK_PIECE = 16 << 20
+def use_variant(variant):
+    """A variant is ``MODE[:MiB][+beside]`` (drain.set_write_variant): a write mode of
+    ``ckpt_file`` (buffered, early, stream, direct), an optional piece size in MiB, and
+    ``+beside`` for the NaN/Inf check beside the write; for every drain that starts after
+    this call (``Job`` makes its ``Drainer`` then)."""
+    try:
+        drain.set_write_variant(variant)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from exc
 
 
-def early_writeback(enable):
-    """The drain's file writer, as is (False) or writing in 16 MiB pieces and asking the
-    kernel to start each piece's writeback at once (``sync_file_range(SYNC_FILE_RANGE_WRITE)``,
-    which waits for nothing), so that the disk works while torch.save still writes the rest
-    and the fsync finds less to do. The fsync stays: durability is the same. A variant to
-    measure before the drain does it (issue 21, the job's rate to durable files)."""
-    import ctypes  # pylint: disable=import-outside-toplevel
-    original = early_writeback.__dict__.setdefault("original", drain._HashingWriter.write)
-    if not enable:
-        drain._HashingWriter.write = original
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+DEFAULT_VARIANT = ckpt_file.MODE
 
-    def write(self, data):
-        if len(data) < WRITEBACK_PIECE:
-            return original(self, data)
-        view = memoryview(data).cast("B")
-        fd = self._f.fileno()  # pylint: disable=protected-access
-        for start in range(0, len(view), WRITEBACK_PIECE):
-            piece = view[start:start + WRITEBACK_PIECE]
-            offset = self.size
-            original(self, piece)
-            self._f.flush()  # pylint: disable=protected-access
-            libc.sync_file_range(fd, offset, len(piece), 2)   # SYNC_FILE_RANGE_WRITE
-        return len(view)
-    drain._HashingWriter.write = write
+
+class StepTimes:
+    """Seconds spent in each step of the write path, summed over threads, while on.
+
+    The job's own functions are wrapped (nothing is replayed): the drain thread's steps
+    (load, checks, the wait for the reservation, torch.save into the file object with
+    its writes, writeback starts and hash waits, the fsync, the link, the wait for the
+    ``done`` commit), the hash on its helper threads and the group commit on the
+    committer thread (its directory fsyncs apart)."""
+
+    STEPS = [
+        ("drain", "drain, all of it (drain thread)"),
+        ("load", "load the dump (torch.load, mmap)"),
+        ("check", "checks (ids, shapes, NaN/Inf)"),
+        ("finite", "  NaN/Inf part (with +beside: on helper threads, beside the write)"),
+        ("reserve", "wait for the reservation's commit"),
+        ("save", "torch.save into the file (all below)"),
+        ("put", "  the file object's write() (hash waits included)"),
+        ("write", "  write syscalls"),
+        ("writeback", "  writeback starts (sync_file_range)"),
+        ("copy", "  copy into the aligned buffer (direct)"),
+        ("fsync", "fsync of the file"),
+        ("link", "link to the final name"),
+        ("finish", "wait for the done commit (dir fsync + commit)"),
+        ("hash", "sha256 (helper threads, beside the write)"),
+        ("commit", "group commit (committer thread)"),
+        ("dirsync", "  directory fsyncs in it"),
+    ]
+
+    def __init__(self):
+        self.total = {}
+        self.lock = threading.Lock()
+        self.local = threading.local()
+        self.patches = []
+
+    def add(self, step, secs):
+        with self.lock:
+            self.total[step] = self.total.get(step, 0.0) + secs
+
+    def timed(self, step, fn):
+        def wrapper(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.add(step, time.perf_counter() - start)
+        return wrapper
+
+    def patch(self, owner, name, step):
+        original = getattr(owner, name)
+        self.patches.append((owner, name, original))
+        setattr(owner, name, self.timed(step, original))
+
+    def __enter__(self):
+        self.patch(drain.Drainer, "drain", "drain")
+        self.patch(drain.Drainer, "load", "load")
+        self.patch(drain, "check_dump", "check")
+        self.patch(drain, "check_finite", "finite")
+        import torch  # pylint: disable=import-outside-toplevel
+        self.patch(torch, "save", "save")
+        self.patch(ckpt_file.CkptFile, "write", "put")
+        for name in ("_write_piece", "_flush_small", "_write_staged"):
+            self.patch(ckpt_file.CkptFile, name, "write")
+        self.patch(ckpt_file.CkptFile, "_start_writeback", "writeback")
+        self.patch(ckpt_file.CkptFile, "_copy_in", "copy")
+        self.patch(ckpt_file.CkptFile, "_hash", "hash")
+        self.patch(ckpt_file.CkptFile, "sync", "fsync")
+        self.patch(drain.Drainer, "_link", "link")
+        self.patch(manifest.Manifest, "_commit_batch", "commit")
+        self.patch(manifest, "fsync_dir", "dirsync")
+        # a ticket's wait is the reservation's unless it is inside finish
+        finish, wait, local = manifest.Manifest.finish, manifest._Ticket.wait, self.local
+
+        def timed_finish(*args, **kwargs):
+            local.in_finish = True
+            start = time.perf_counter()
+            try:
+                return finish(*args, **kwargs)
+            finally:
+                local.in_finish = False
+                self.add("finish", time.perf_counter() - start)
+
+        def timed_wait(ticket):
+            if getattr(local, "in_finish", False):
+                return wait(ticket)
+            start = time.perf_counter()
+            try:
+                return wait(ticket)
+            finally:
+                self.add("reserve", time.perf_counter() - start)
+        for owner, name, fn in ((manifest.Manifest, "finish", timed_finish),
+                                (manifest._Ticket, "wait", timed_wait)):
+            self.patches.append((owner, name, getattr(owner, name)))
+            setattr(owner, name, fn)
+        return self
+
+    def __exit__(self, *_exc):
+        for owner, name, original in reversed(self.patches):
+            setattr(owner, name, original)
+        self.patches = []
+
+
+def step_table(times, samples):
+    """Rows of ms a sample for each step, one column a variant."""
+    variants = list(times)
+    lines = ["| step, ms a sample | " + " | ".join(f"`{v}`" for v in variants) + " |",
+             "| --- | " + " | ".join("---:" for _v in variants) + " |"]
+    for step, label in StepTimes.STEPS:
+        if not any(times[v].get(step) for v in variants):
+            continue
+        lines.append(f"| {label} | " + " | ".join(
+            f"{1000 * times[v].get(step, 0.0) / samples[v]:.1f}" for v in variants) + " |")
+    return "\n".join(lines)
 
 
 def median(values):
@@ -152,41 +251,51 @@ def bench_drain(args):
         print(f"samples {args.samples}, {args.tokens} tokens x hidden {args.hidden} x "
               f"(1 + {args.layers}) bf16 = {gb:.2f} GB of dumps, {args.rounds} rounds")
         print("| threads | drain | drain samples/s | drain GB/s | copy GB/s | drain / copy (best of "
-              "each) | drain / copy (median of rounds) |")
+              "each) | drain / copy (median of rounds, lowest to highest) |")
         print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
-        details = []
+        details, step_tables = [], []
         for workers in args.workers:
             args.drain_workers = workers
-            # the disk is shared and its speed drifts: alternate copy and drain(s), best of each
+            # the disk is shared and its speed drifts: alternate copy and drain(s), best of
+            # each; the variants' order turns round by round, so that none always follows
+            # the copy
             copies, drains = [], {v: [] for v in args.variants}
-            for _round in range(args.rounds):
+            steps = {v: StepTimes() for v in args.variants}
+            for rnd in range(args.rounds):
                 os.sync()
                 copies.append(copy_baseline(master, os.path.join(work, "copy"), workers))
                 shutil.rmtree(os.path.join(work, "copy"))
-                for variant in args.variants:
-                    early_writeback(variant == "early")
+                turn = rnd % len(args.variants)
+                for variant in args.variants[turn:] + args.variants[:turn]:
+                    use_variant(variant)
                     if not os.listdir(dump_dir):
                         shutil.copytree(master, dump_dir, dirs_exist_ok=True)
                     out = os.path.join(work, "out")
                     os.sync()
-                    drained, elapsed = drain_round(args, dataset, dump_dir, out)
+                    with steps[variant]:
+                        drained, elapsed = drain_round(args, dataset, dump_dir, out)
                     assert drained == args.samples and not os.listdir(dump_dir), "not every dump drained"
                     assert du(os.path.join(out, "rows_0-2000")) >= nbytes * 0.99, "output too small"
                     drains[variant].append(elapsed)
                     shutil.rmtree(out)
-                early_writeback(False)
+                use_variant(DEFAULT_VARIANT)
             copy_s = min(copies)
             for variant, times in drains.items():
                 drain_s = min(times)
                 # each round's copy and drain ran back to back: their ratio drifts least
                 ratios = sorted(c / d for c, d in zip(copies, times))
                 print(f"| {workers} | {variant} | {args.samples / drain_s:.1f} | {gb / drain_s:.2f} | "
-                      f"{gb / copy_s:.2f} | {copy_s / drain_s:.0%} | {median(ratios):.0%} "
-                      f"({ratios[0]:.0%} to {ratios[-1]:.0%}) |", flush=True)
+                      f"{gb / copy_s:.2f} | {copy_s / drain_s:.3f} | {median(ratios):.3f} "
+                      f"({ratios[0]:.3f} to {ratios[-1]:.3f}) |", flush=True)
             details.append(f"{workers} threads: copy s " + " ".join(f"{c:.2f}" for c in copies)
                            + "".join(f"; drain {v} s " + " ".join(f"{d:.2f}" for d in times)
                                      for v, times in drains.items()))
+            step_tables.append(f"\nwhere the time goes, {workers} drain threads, summed over "
+                               f"threads, a sample's mean over {args.rounds} rounds:\n"
+                               + step_table({v: t.total for v, t in steps.items()},
+                                            {v: args.samples * args.rounds for v in steps}))
         print("\n".join(details))
+        print("\n".join(step_tables), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(shm, ignore_errors=True)
@@ -240,9 +349,11 @@ def main():
     d.add_argument("--workers", type=lambda v: [int(n) for n in v.split(",")], default=[2],
                    help="drain threads (and copy threads), comma-separated: 2,4,8")
     d.add_argument("--rounds", type=int, default=7)
-    d.add_argument("--variants", type=lambda v: v.split(","), default=["plain"],
-                   help="drains to alternate with the copy: plain (the job's), early (each "
-                        "16 MiB piece's writeback started as it is written; see early_writeback)")
+    d.add_argument("--variants", type=lambda v: v.split(","), default=[ckpt_file.MODE],
+                   help="drains to alternate with the copy, comma-separated MODE[:MiB][+beside]: "
+                        "a write mode of ckpt_file (buffered, early, stream, direct; the job's is "
+                        f"{ckpt_file.MODE}), a piece size in MiB (early:64), +beside for the "
+                        "NaN/Inf check beside the write (early+beside)")
     m = sub.add_parser("manifest")
     m.add_argument("--out", default="/var/tmp")
     m.add_argument("--samples", type=int, default=1_000_000)

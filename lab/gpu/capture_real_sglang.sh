@@ -15,7 +15,12 @@
 #          config (KimiK25ForConditionalGeneration) is tried.
 #   bench  prompt tokens/s with the capture off and on, same run: hidden 7168,
 #          8 layers, 32 experts, 128 prompts of 2,048 tokens, 32 at a time, 3 rounds
-#          each (round 0 right after the start, rounds 1-2 steady). TP=2 runs it with
+#          a start (round 0 right after the start, rounds 1-2 steady); a warm-up start,
+#          then three starts a side, alternating (CAPTURE_BENCH_TAGS); the summary
+#          (lab/gpu/bench_summary.py) sets round 0 on against round 0 off, every start
+#          shown; every server's log comes back in bench-servers.tar.gz. A start takes
+#          65 to 90 s: spread the starts over two calls with CAPTURE_BENCH_TAGS and the
+#          same CAPTURE_BENCH_RESULTS file (docs/benchmarks.md). TP=2 runs it with
 #          --tp-size 2 over two GPUs.
 #   profile  where the steady cost goes (capture_profile.py): rounds and torch
 #          profiles of a server without the capture and of one with it, whose parts
@@ -219,35 +224,33 @@ elif [ "$MODE" = profile ]; then
     find "$PROFILES" -name '*.trace.json.gz' -size -15M -exec cp {} "$OUT/traces/" \;
   fi
 else
+  # the first round after each start, capture off against on: CAPTURE_BENCH_TAGS starts
+  # in turn (default: a warm-up start that compiles sglang's kernels, not counted, then
+  # off and on three times each, alternating), every server's log kept
   DUMP=/dev/shm/hs-bench
   rm -rf "$DUMP"; mkdir -p "$DUMP"
   python3 lab/gpu/model_config.py "$WORK/wide" --hidden 7168 --layers "${CAPTURE_LAYERS:-8}" --experts 32 --context 4096
   echo "[shm] $(df -h /dev/shm | tail -1)"
-  for tag in ${CAPTURE_BENCH_TAGS:-off on}; do
-    dump=-; [ "$tag" = on ] && dump=$DUMP
-    dump_args=(); [ "$tag" = on ] && dump_args=(--dump "$DUMP")
-    if start_server "bench-$tag" 30010 "$dump" "$WORK/wide" 1,3,5; then
-      client bench --url http://127.0.0.1:30010 --tag "$tag" "${dump_args[@]}" \
+  # each start's rates go to CAPTURE_BENCH_RESULTS too: name the same file outside $WORK
+  # in two calls to spread the starts over them (a start takes 65 to 90 s)
+  RESULTS=${CAPTURE_BENCH_RESULTS:-$WORK/bench-results.jsonl}
+  n=$(grep -c '^{"bench"' "$RESULTS" 2>/dev/null)
+  for tag in ${CAPTURE_BENCH_TAGS:-warm off on off on off on}; do
+    n=$((n + 1))
+    dump=-; [ "$tag" = off ] || dump=$DUMP
+    dump_args=(); [ "$tag" = off ] || dump_args=(--dump "$DUMP")
+    rounds=3; [ "$tag" = warm ] && rounds=1
+    if start_server "bench-$n-$tag" 30010 "$dump" "$WORK/wide" 1,3,5; then
+      client bench --url http://127.0.0.1:30010 --tag "$tag-$n" --rounds "$rounds" "${dump_args[@]}" \
         || FAILS=$((FAILS + 1))
+      grep "^{\"bench\": \"$tag-$n\"" "$WORK/client.log" | tail -1 >>"$RESULTS"
       stop_server
     else
-      fail "bench server ($tag) did not start"
+      fail "bench server $n ($tag) did not start"
     fi
   done
-  python3 - "$WORK/client.log" <<'PY'
-import json, sys
-rates = {}
-for line in open(sys.argv[1]):
-    if line.startswith('{"bench"'):
-        d = json.loads(line); rates[d["bench"]] = d["rates"]
-off, on = rates.get("off"), rates.get("on")
-if off and on and len(off) >= 3 and len(on) >= 3:
-    steady_off, steady_on = sum(off[1:]) / len(off[1:]), sum(on[1:]) / len(on[1:])
-    print("| | capture off | capture on | cost |")
-    print("| --- | ---: | ---: | ---: |")
-    print(f"| first round after the start (262,144 tokens) | {steady_off:,.0f} | {on[0]:,.0f} | {100 * (1 - on[0] / steady_off):.1f} % |")
-    print(f"| steady (rounds 1-2) | {steady_off:,.0f} | {steady_on:,.0f} | {100 * (1 - steady_on / steady_off):.1f} % |")
-PY
+  python3 lab/gpu/bench_summary.py "$RESULTS" || FAILS=$((FAILS + 1))
+  [ -n "${OUT:-}" ] && (cd "$WORK" && tar -czf "$OUT/bench-servers.tar.gz" bench-*.log)
 fi
 # what comes back: the servers' logs, the client's, the role's, the job's (those the mode made)
 for f in A.log K.log bench-on.log profile-on.log client.log patch-1.log tp2.log tp2-nccl.log jobbench.log; do

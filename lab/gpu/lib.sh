@@ -4,9 +4,12 @@
 # wheels, the checkout as eagle3.extraction, and the helpers both proofs use.
 rm -rf "$WORK"; mkdir -p "$WORK/collections/ansible_collections/eagle3"
 
-# ansible-core from the carried wheels, unless there already is one
-if ! command -v ansible-playbook >/dev/null && [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+# ansible-core from the carried wheels, unless there already is one (a later call on the
+# same machine finds the one an earlier call installed in /tmp/site, with no .whl carried)
+if ! command -v ansible-playbook >/dev/null; then
+  if [ ! -x /tmp/site/bin/ansible-playbook ] && [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  fi
   export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
 fi
 ln -sfn "$PWD" "$WORK/collections/ansible_collections/eagle3/extraction"

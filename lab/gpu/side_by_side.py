@@ -10,6 +10,7 @@
              fsynced (it does not fsync: the fsync of each file and dir is timed here)
   disk       the output disk's own parallel fsynced write rate: --writers threads write
              --bytes in files of --file-bytes, each file and its dir fsynced
+  summary    the speed table of what job, specforge and disk recorded ($SIDE_BY_SIDE_RECORD)
   losses     the loss lines of two SpecForge training logs: a table of the eval loss and
              the training loss's moving mean, a PNG, a verdict (every loss finite, the
              eval loss falling)
@@ -33,6 +34,47 @@ from datetime import datetime
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MARKERS = {"chat_assistant_header": "<|im_start|>assistant\n", "chat_end_of_turn": "<|im_end|>\n",
            "chat_system_prompt": "You are a helpful assistant."}
+
+
+def emit(result):
+    """The JSON line of a result, printed, and appended to $SIDE_BY_SIDE_RECORD if set
+    (what ``summary`` reads)."""
+    line = json.dumps(result)
+    print(line, flush=True)
+    record = os.environ.get("SIDE_BY_SIDE_RECORD")
+    if record:
+        with open(record, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+
+def run_summary(args):
+    """The speed table from the recorded results: ours against SpecForge's best, both
+    against the disk, to three decimals (the goals are judged at 3.0x and 0.90)."""
+    jobs, sf, disks = [], [], {}
+    with open(args.record, encoding="utf-8") as f:
+        for line in f:
+            r = json.loads(line)
+            jobs += [r["job"]] if "job" in r else []
+            sf += [r["specforge"]] if "specforge" in r else []
+            if "disk" in r:
+                disks[r["disk"]["writers"]] = r["disk"]["bytes_per_s"]
+    if not jobs or not sf:
+        print("INFO summary: no result of ours or of SpecForge recorded")
+        return 1
+    ours = jobs[-1]
+    best = max(sf, key=lambda r: r["tokens_per_s"])
+    bytes_per_token = args.bytes / ours["tokens"] if args.bytes else 0
+    print("| pipeline | seconds to every file durable | tokens/s | GB/s | vs the disk (8 writers) |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name, r in [(f"ours ({ours['name']})", ours)] + [(f"SpecForge {r['name']}", r) for r in sf]:
+        rate = r["tokens_per_s"] * bytes_per_token
+        vs_disk = f"{rate / disks[8]:.3f}" if 8 in disks and rate else "-"
+        print(f"| {name} | {r['secs']:.2f} | {r['tokens_per_s']:,.0f} | {rate / 1e9:.3f} | {vs_disk} |")
+    for writers, rate in sorted(disks.items()):
+        print(f"| the disk, {writers} writers | | | {rate / 1e9:.3f} | {rate / disks.get(8, rate):.3f} |")
+    print(f"INFO ours / SpecForge's best ({best['name']}): "
+          f"{ours['tokens_per_s'] / best['tokens_per_s']:.3f}x (goal 3.0x)")
+    return 0
 
 
 def ckpt_files(path):
@@ -76,8 +118,8 @@ def run_job(args):
     print(f"INFO job {args.name}: exit {proc.returncode}, {len(files)} .ckpt files, {tokens:,} tokens, "
           f"{secs:.2f} s from its first request to every file durable: {tokens / secs:,.0f} tokens/s "
           f"({first - t0:.1f} s start-up before)", flush=True)
-    print(json.dumps({"job": {"name": args.name, "rc": proc.returncode, "files": len(files),
-                              "tokens": tokens, "secs": secs, "tokens_per_s": tokens / secs}}))
+    emit({"job": {"name": args.name, "rc": proc.returncode, "files": len(files),
+                  "tokens": tokens, "secs": secs, "tokens_per_s": tokens / secs}})
     return proc.returncode
 
 
@@ -142,9 +184,9 @@ def run_specforge(args):
           f"tokens, {t_exit - first:.2f} s from its first forward to its exit, {t_durable - t_exit:.2f} s "
           f"more to fsync: {tokens / secs:,.0f} tokens/s to durable files ({first - t0:.1f} s start-up "
           "before)", flush=True)
-    print(json.dumps({"specforge": {"name": args.name, "rc": proc.returncode, "files": len(files),
-                                    "tokens": tokens, "secs": secs, "tokens_per_s": tokens / secs,
-                                    "fsync_secs": t_durable - t_exit}}))
+    emit({"specforge": {"name": args.name, "rc": proc.returncode, "files": len(files),
+                        "tokens": tokens, "secs": secs, "tokens_per_s": tokens / secs,
+                        "fsync_secs": t_durable - t_exit}})
     return proc.returncode
 
 
@@ -174,8 +216,8 @@ def run_disk(args):
     rate = count * args.file_bytes / secs
     print(f"INFO disk: {args.writers} writers, {count} files of {args.file_bytes / 1e6:.1f} MB "
           f"({count * args.file_bytes / 1e9:.1f} GB), each fsynced: {rate / 1e9:.2f} GB/s", flush=True)
-    print(json.dumps({"disk": {"writers": args.writers, "bytes": count * args.file_bytes,
-                               "secs": secs, "bytes_per_s": rate}}))
+    emit({"disk": {"writers": args.writers, "bytes": count * args.file_bytes,
+                   "secs": secs, "bytes_per_s": rate}})
     return 0
 
 
@@ -301,8 +343,12 @@ def main():
     losses.add_argument("--labels", nargs=2, required=True)
     losses.add_argument("--png", default="")
     losses.add_argument("--window", type=int, default=20, help="steps in the training loss's moving mean")
+    summary = sub.add_parser("summary")
+    summary.add_argument("--record", required=True, help="the file $SIDE_BY_SIDE_RECORD named")
+    summary.add_argument("--bytes", type=int, default=0, help="bytes of our output (for GB/s)")
     args = parser.parse_args()
-    return {"job": run_job, "specforge": run_specforge, "disk": run_disk, "losses": run_losses}[args.cmd](args)
+    return {"job": run_job, "specforge": run_specforge, "disk": run_disk, "losses": run_losses,
+            "summary": run_summary}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -21,9 +21,11 @@
 #            after tensors, on the same machine.
 #   speed    the wide model (hidden 7168, 32 layers, 32 experts), 384 conversations of
 #            2,048 tokens: tokens/s from the first request until every file is durable,
-#            server + job against prepare_hidden_states.py (--batch-size 32 and 64, IO
-#            threads: all 16 cores, its default), and the output disk's own parallel
-#            fsynced write rate for the same bytes.
+#            server + job against prepare_hidden_states.py (--batch-size 16 and 32, or
+#            SPEED_BATCHES; IO threads: all 16 cores, its default), and the output disk's
+#            own parallel fsynced write rate for the same bytes; a summary table with the
+#            ratio ours / SpecForge's best to three decimals. Patches the kit itself (the
+#            sglang_patch role): runs alone on a fresh machine.
 #
 # Needs, as lab/gpu/capture_real_sglang.sh does, the SGLang kit (parts in /tmp/kit, p00
 # in .kit/p00) and ansible-core's wheels in .whl, plus .kit/sf from
@@ -181,8 +183,12 @@ EOF
     --png "${OUT:-$WORK}/specforge-training-losses.png" || FAILS=$((FAILS + 1))
   for side in ours-default sf-default; do cp "$WORK/train-$side/train.log" "${OUT:-$WORK}/train-$side.log"; done
 elif [ "$MODE" = speed ]; then
+  # the patch by the role here too: this mode runs alone on a fresh machine
+  patch_with_role 1 && pass "sglang_patch role patched the kit's deepseek_v2.py" || fail "sglang_patch role"
   M=$WORK/wide
   OUTDIR=${SPEED_OUT:-/tmp/speed-out}
+  export SIDE_BY_SIDE_RECORD=$WORK/speed-results.jsonl
+  rm -f "$SIDE_BY_SIDE_RECORD"
   env "${SGL_ENV[@]}" "$SGL_PY" lab/gpu/specforge_model.py "$M" --layers 32 --hidden 7168 \
     --experts 32 --conversations 384 --min-tokens 2048 --max-tokens 2048 --single-round
   echo "[disks] $(df -h /dev/shm | tail -1); $(df -h /tmp | tail -1)"
@@ -190,7 +196,7 @@ elif [ "$MODE" = speed ]; then
     /dev/shm/hs-speed "$OUTDIR/ours" 1,15,28
   bytes=$(du -sb "$OUTDIR/ours-speed" | cut -f1)
   rm -rf "$OUTDIR/ours-speed"
-  for bs in ${SPEED_BATCHES:-32 64}; do
+  for bs in ${SPEED_BATCHES:-16 32}; do
     specforge_side "$M/model" "$M/conversations.jsonl" "$M/draft.json" "$OUTDIR/sf-$bs" "speed-bs$bs" \
       --batch-size "$bs"
     rm -rf "$OUTDIR/sf-$bs"
@@ -200,6 +206,7 @@ elif [ "$MODE" = speed ]; then
       --file-bytes $((2048 * 57344)) --writers "$writers"
   done
   rm -rf "$OUTDIR"
+  python3 "${SIDE[@]}" summary --record "$SIDE_BY_SIDE_RECORD" --bytes "$bytes" || FAILS=$((FAILS + 1))
 fi
 # what comes back: the server's, the jobs' and SpecForge's logs (the last 2,000 lines each)
 if [ -n "${OUT:-}" ]; then

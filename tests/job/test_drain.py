@@ -130,7 +130,7 @@ def test_a_failed_write_keeps_the_dump_and_can_be_redone(job_dirs, drainer, monk
     dump = write_dump(job_dirs["dump"], "job-s1", IDS)
     real = drainer.write
 
-    def full_disk(relpath, payload):
+    def full_disk(relpath, payload, before_link=None):
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(drainer, "write", full_disk)
     with pytest.raises(OSError):

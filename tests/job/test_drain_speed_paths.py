@@ -26,7 +26,7 @@ if __name__ == "__main__":   # the crash helper below runs this file as a script
     sys.path.insert(0, HERE)
 
 from job_helpers import HIDDEN, LAYERS, expected_tensors, torch, write_dump  # noqa: E402
-from eagle3_extraction_job import dataset, drain, manifest  # noqa: E402
+from eagle3_extraction_job import ckpt_file, dataset, drain, manifest  # noqa: E402
 
 IDS = [5, 9, 2, 7]
 MASK = [0, 0, 1, 1]
@@ -65,9 +65,16 @@ class Events:
         return self.log.index(event)
 
 
+@pytest.mark.parametrize("mode,beside", [(m, False) for m in ckpt_file.MODES] + [("early", True)])
 def test_concurrent_drains_are_done_only_after_file_dir_and_commit_are_durable(
-        job_dirs, monkeypatch):
-    """8 threads, 24 samples: for each, file fsync < link < dir fsync < commit < dump deleted."""
+        job_dirs, monkeypatch, mode, beside):
+    """8 threads, 24 samples, in each write mode (pieces of 8 KiB, so that the early
+    writeback and O_DIRECT paths run), and with the NaN/Inf check beside the write: for
+    each sample, file fsync < link < dir fsync < commit < dump deleted."""
+    monkeypatch.setattr(ckpt_file, "MODE", mode)
+    monkeypatch.setattr(drain, "CHECK_BESIDE_WRITE", beside)
+    monkeypatch.setattr(ckpt_file, "PIECE", 8192)
+    monkeypatch.setattr(ckpt_file, "PARALLEL_HASH_BYTES", 1024)
     ev = Events()
     real_fsync, real_link, real_unlink = os.fsync, os.link, os.unlink
 
@@ -207,18 +214,54 @@ def test_one_failing_statement_fails_only_its_own_caller(job_dirs):
     m.close()
 
 
-def test_a_rejected_dump_leaves_no_reservation(job_dirs):
+@pytest.mark.parametrize("beside", [False, True])
+def test_a_rejected_dump_leaves_no_reservation_no_file_and_the_dump(job_dirs, monkeypatch, beside):
+    """Checked before the write, or beside it (the file then written before the check
+    ends): a dump with NaN/Inf gets no name, no row, and keeps its dump for the rejection."""
+    monkeypatch.setattr(drain, "CHECK_BESIDE_WRITE", beside)
     d = open_drainer(job_dirs["out"])
+    checked = threading.Event()
+    real = drain.check_finite
+
+    def slow_check(*args):
+        time.sleep(0.2 if beside else 0)   # beside: the write is done before the check is
+        checked.set()
+        return real(*args)
+    monkeypatch.setattr(drain, "check_finite", slow_check)
     s, ids = sample(1)
 
-    def nan(p):
-        p["hidden_state"][0, 0, 0] = float("nan")
-    dump = write_dump(job_dirs["dump"], "job-s1", ids, nan)
-    with pytest.raises(drain.DumpRejected, match="NaN"):
+    def inf(p):
+        p["aux_hidden_state"][0, 1, 2] = float("inf")
+    dump = write_dump(job_dirs["dump"], "job-s1", ids, inf)
+    with pytest.raises(drain.DumpRejected, match="aux_hidden_state holds NaN or Inf"):
         d.drain(dump, s)
-    assert os.path.exists(dump) and d.manifest.interrupted() == []
-    assert done_rows(job_dirs["out"]) == []
+    assert checked.is_set() and os.path.exists(dump)
+    assert done_rows(job_dirs["out"]) == [] and d.manifest.interrupted() == []
+    rows_dir = os.path.join(job_dirs["out"], "rows_0-2000")
+    assert not os.path.isdir(rows_dir) or os.listdir(rows_dir) == []   # nor a temp file
+    good, good_ids = sample(2)
+    assert d.drain(write_dump(job_dirs["dump"], "job-s2", good_ids), good)[0] == "done"
     d.manifest.close()
+
+
+@pytest.mark.parametrize("variant,mode,piece,beside", [
+    ("early", "early", 16 << 20, False), ("direct:4", "direct", 4 << 20, False),
+    ("early:64+beside", "early", 64 << 20, True)])
+def test_the_benches_write_variants(monkeypatch, variant, mode, piece, beside):
+    for name in ("MODE", "PIECE"):
+        monkeypatch.setattr(ckpt_file, name, getattr(ckpt_file, name))
+    monkeypatch.setattr(drain, "CHECK_BESIDE_WRITE", drain.CHECK_BESIDE_WRITE)
+    drain.set_write_variant(variant)
+    assert (ckpt_file.MODE, ckpt_file.PIECE, drain.CHECK_BESIDE_WRITE) == (mode, piece, beside)
+
+
+@pytest.mark.parametrize("variant", ["fast", "early+after", "early:x", "early:", "early:0", "",
+                                     "early\n", "direct:4+beside+beside"])
+def test_a_bad_write_variant_is_refused_and_changes_nothing(variant):
+    before = (ckpt_file.MODE, ckpt_file.PIECE, drain.CHECK_BESIDE_WRITE)
+    with pytest.raises(ValueError, match="is not MODE"):
+        drain.set_write_variant(variant)
+    assert (ckpt_file.MODE, ckpt_file.PIECE, drain.CHECK_BESIDE_WRITE) == before
 
 
 def test_a_failed_write_leaves_no_temp_file_and_keeps_the_dump(job_dirs, monkeypatch):
@@ -238,7 +281,7 @@ def test_a_failed_write_leaves_no_temp_file_and_keeps_the_dump(job_dirs, monkeyp
 
 
 def test_the_sha256_hashed_beside_the_write_is_the_files(job_dirs, monkeypatch):
-    monkeypatch.setattr(drain, "PARALLEL_HASH_BYTES", 64)   # the test tensors take that path too
+    monkeypatch.setattr(ckpt_file, "PARALLEL_HASH_BYTES", 64)   # the test tensors take that path too
     d = open_drainer(job_dirs["out"])
     s, ids = sample(1)
     _outcome, info = d.drain(write_dump(job_dirs["dump"], "job-s1", ids), s)

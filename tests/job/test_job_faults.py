@@ -84,7 +84,7 @@ def test_a_retry_that_meets_its_first_copy_still_at_the_server_waits_for_that_co
 
 
 def _failing_write(exc):
-    def write(self, relpath, payload):
+    def write(self, relpath, payload, before_link=None):
         raise exc
     return write
 
@@ -131,11 +131,11 @@ def test_a_full_disk_in_sqlite_is_waited_out_not_the_end(job_dirs, monkeypatch):
     real_write = drain.Drainer.write
     left = {"fails": 2}
 
-    def write(self, relpath, payload):
+    def write(self, relpath, payload, before_link=None):
         if left["fails"]:
             left["fails"] -= 1
             raise sqlite3.OperationalError("database or disk is full")
-        return real_write(self, relpath, payload)
+        return real_write(self, relpath, payload, before_link)
     monkeypatch.setattr(drain.Drainer, "write", write)
     monkeypatch.setattr(jobmod, "DISK_RETRY_S", 0.05)
     samples = make_samples(4)

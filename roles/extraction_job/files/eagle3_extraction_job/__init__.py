@@ -10,7 +10,8 @@ A sample is done only when its file is durable and in the manifest.
 
 Modules: ``names`` (ids, rids, file names), ``config`` (the job's JSON config),
 ``dataset`` (reading and sharding), ``chat`` (conversations through a chat
-template), ``manifest`` (SQLite), ``drain`` (dump -> .ckpt), ``space`` (disk
+template), ``manifest`` (SQLite), ``drain`` (dump -> .ckpt), ``ckpt_file`` (the
+.ckpt's bytes to the disk: hash, writeback, fsync), ``space`` (disk
 estimates and watermarks), ``sender`` (HTTP), ``status`` (progress file and
 dataset card), ``job`` (the whole run), ``cli`` (``python -m eagle3_extraction_job``).
 """

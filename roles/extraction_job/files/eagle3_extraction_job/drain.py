@@ -14,66 +14,27 @@ done once for the group, just before that transaction commits (see
 ``manifest.Manifest.commit_grouped``). A sample's own thread still waits for the
 commit holding its row before it deletes the dump.
 """
-import concurrent.futures
 import glob
-import hashlib
 import os
+import re
 import shutil
 import threading
 import time
 
-from eagle3_extraction_job import names
+from eagle3_extraction_job import ckpt_file, names
 from eagle3_extraction_job.manifest import fsync_dir, makedirs_durable
 
 # the dump stays in tmpfs pages, not copied into the process: the drain needs little RAM
 MMAP = True
+# the NaN/Inf check (a bit test of every value: ~100 ms of a drain thread a 117 MB sample)
+# on a helper thread while the file is written, the link waiting for it; off: before the
+# write, as measured (docs/benchmarks.md, issue 34: a candidate not yet measured on the GPU)
+CHECK_BESIDE_WRITE = False
 SPECFORGE_KEYS = ("input_ids", "loss_mask", "hidden_state", "aux_hidden_state")
 
 
 class DumpRejected(ValueError):
     """A dump does not match its sample (or is unreadable)."""
-
-
-# a tensor's bytes are hashed on a helper thread while the writing thread copies them into
-# the page cache: both release the GIL, and sha256 (~1.5 GB/s) is the drain's largest CPU
-# cost; side by side the pair takes about as long as the slower of the two
-PARALLEL_HASH_BYTES = 1 << 20
-_hash_pool = None
-_hash_pool_lock = threading.Lock()
-
-
-def _hasher():
-    global _hash_pool  # pylint: disable=global-statement
-    with _hash_pool_lock:
-        if _hash_pool is None:
-            _hash_pool = concurrent.futures.ThreadPoolExecutor(
-                max_workers=min(32, os.cpu_count() or 4), thread_name_prefix="drain-hash")
-        return _hash_pool
-
-
-class _HashingWriter:
-    """A file object for ``torch.save`` that hashes what it writes on the way."""
-
-    def __init__(self, f):
-        self._f = f
-        self.sha256 = hashlib.sha256()
-        self.size = 0
-
-    def write(self, data):
-        self.size += len(data)
-        if len(data) < PARALLEL_HASH_BYTES:
-            self.sha256.update(data)
-            return self._f.write(data)
-        # torch.save hands over a view of its buffer, valid only during this call: wait
-        # for the hash before returning (updates stay in file order)
-        hashed = _hasher().submit(self.sha256.update, data)
-        try:
-            return self._f.write(data)
-        finally:
-            hashed.result()
-
-    def flush(self):
-        self._f.flush()
 
 
 BF16_EXPONENT = 0x7F80
@@ -90,8 +51,33 @@ def all_finite_bf16(torch, t):
     return int(torch.bitwise_and(t.view(torch.int16), BF16_EXPONENT).max()) != BF16_EXPONENT
 
 
-def check_dump(torch, dump, sample, hidden_size=0, captured_layers=0):
-    """Raise :class:`DumpRejected` unless ``dump`` is this sample's hidden states."""
+def set_write_variant(variant):
+    """The drain's way of writing, for the benchmarks that compare them in one run:
+    ``MODE[:MiB][+beside]``: a write mode of ``ckpt_file``, its piece size in MiB, and
+    ``+beside`` for the NaN/Inf check beside the write (``CHECK_BESIDE_WRITE``). Applies
+    to every ``Drainer`` made after the call."""
+    global CHECK_BESIDE_WRITE  # pylint: disable=global-statement
+    match = re.fullmatch(r"(%s)(?::([1-9][0-9]{0,3}))?(\+beside)?" % "|".join(ckpt_file.MODES),
+                         variant)
+    if not match:
+        raise ValueError(f"write variant {variant!r} is not MODE[:MiB][+beside] with MODE one "
+                         f"of {', '.join(ckpt_file.MODES)}")
+    mode, mib, beside = match.groups()
+    ckpt_file.MODE = mode
+    ckpt_file.PIECE = (int(mib) << 20) if mib else ckpt_file.DEFAULT_PIECE
+    CHECK_BESIDE_WRITE = bool(beside)
+
+
+def check_finite(torch, dump):
+    """Raise :class:`DumpRejected` if a hidden state holds NaN or Inf."""
+    for key in ("hidden_state", "aux_hidden_state"):
+        if not all_finite_bf16(torch, dump[key]):
+            raise DumpRejected(f"{key} holds NaN or Inf")
+
+
+def check_dump(torch, dump, sample, hidden_size=0, captured_layers=0, finite=True):
+    """Raise :class:`DumpRejected` unless ``dump`` is this sample's hidden states
+    (``finite=False``: all but the NaN/Inf check, :func:`check_finite`)."""
     if not isinstance(dump, dict):
         raise DumpRejected("not a dict")
     for key in ("input_ids", "hidden_state", "aux_hidden_state"):
@@ -120,9 +106,8 @@ def check_dump(torch, dump, sample, hidden_size=0, captured_layers=0):
     if captured_layers and aux.shape[2] != captured_layers * width:
         raise DumpRejected(f"aux_hidden_state width {aux.shape[2]}, expected "
                            f"{captured_layers} x {width}")
-    for key, t in (("hidden_state", hidden), ("aux_hidden_state", aux)):
-        if not all_finite_bf16(torch, t):
-            raise DumpRejected(f"{key} holds NaN or Inf")
+    if finite:
+        check_finite(torch, dump)
 
 
 def disable_zip_crc32(torch):
@@ -155,6 +140,7 @@ class Drainer:
         self._provenance = None  # (layer_ids, captured_layers, sglang_version, model)
         self._durable_dirs = set()
         self._dirs_lock = threading.Lock()
+        self.check_beside_write = CHECK_BESIDE_WRITE
         disable_zip_crc32(torch)
         # the drain's parallelism is its threads: each one's tensor ops (the checks) run
         # on one core. torch's default, a team of one thread a core for every calling
@@ -192,7 +178,8 @@ class Drainer:
         reservation = self.manifest.reserve_async(sample.sample_id, names.ckpt_relpath)
         try:
             dump = self.load(dump_path)
-            check_dump(self.torch, dump, sample, self.hidden_size, self.captured_layers)
+            check_dump(self.torch, dump, sample, self.hidden_size, self.captured_layers,
+                       finite=not self.check_beside_write)
             self._check_provenance(dump)
         except BaseException:
             self._cancel(reservation, sample.sample_id)
@@ -203,9 +190,13 @@ class Drainer:
             "hidden_state": dump["hidden_state"],
             "aux_hidden_state": dump["aux_hidden_state"],
         }
+        finite = (ckpt_file.helper_pool().submit(check_finite, self.torch, dump)
+                  if self.check_beside_write else None)
         _idx, relpath = reservation.wait()
         try:
-            nbytes, sha = self.write(relpath, payload)
+            # beside the write, a dump with NaN/Inf is rejected before its file is linked:
+            # its temporary file is removed and its reservation dropped, as for a failed write
+            nbytes, sha = self.write(relpath, payload, before_link=finite and finite.result)
             # the directory holding the new link is fsync'ed by the group commit, before
             # the transaction that marks this sample done
             self.manifest.finish(sample.sample_id, len(sample.input_ids), nbytes, sha,
@@ -246,28 +237,34 @@ class Drainer:
                     fsync_dir(os.path.dirname(os.path.abspath(directory)))
                 self._durable_dirs.add(directory)
 
-    def write(self, relpath, payload):
+    def write(self, relpath, payload, before_link=None):
         """Write ``payload`` durably under ``relpath``: temp file, fsync, link.
 
-        Returns ``(bytes, sha256)``. The new directory entry is not fsync'ed here: the
-        caller's ``manifest.finish(..., sync_dir=...)`` does it, once for a group.
+        Returns ``(bytes, sha256)``. The bytes go to the disk in ``ckpt_file.MODE``
+        (the writeback of each piece started as it is written); the fsync makes them
+        durable in every mode. The new directory entry is not fsync'ed here: the caller's
+        ``manifest.finish(..., sync_dir=...)`` does it, once for a group. ``before_link``:
+        called once the file is durable, before it gets its name (raises to stop it).
         """
         final = os.path.join(self.output_dir, relpath)
         directory = os.path.dirname(final)
         self._durable_dir(directory)
         tmp = os.path.join(directory, f".{os.path.basename(final)}.{os.getpid()}.tmp")
         try:
-            with open(tmp, "wb") as f:
-                writer = _HashingWriter(f)
-                self.torch.save(payload, writer)
-                f.flush()
-                os.fsync(f.fileno())
-            os.link(tmp, final)   # never replaces: EEXIST if a file is there
+            with ckpt_file.CkptFile(tmp, torch=self.torch) as f:
+                self.torch.save(payload, f)
+                f.sync()
+            if before_link is not None:
+                before_link()
+            self._link(tmp, final)
         finally:
             # a failed write (ENOSPC...) leaves no temp file behind until the next start
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        return writer.size, writer.sha256.hexdigest()
+        return f.size, f.sha256.hexdigest()
+
+    def _link(self, tmp, final):  # a step of its own: benchmarks/drain_bench.py times it
+        os.link(tmp, final)   # never replaces: EEXIST if a file is there
 
     def reject(self, dump_path, reason):
         """Keep a rejected dump for a person to look at, off /dev/shm; then remove it."""
