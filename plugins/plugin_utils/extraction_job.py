@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import posixpath
 
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import COLLECTION, spec_defaults
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import spec_defaults
 
 NAMES = ('extraction_job_output_root', 'extraction_job_name')
 
 
-def job_dir(values, collection=COLLECTION):
+def job_dir(values):
     """The job's dir from the variables in values (a mapping; unset or empty ones take the spec's default)."""
-    given = dict(spec_defaults('extraction_job', NAMES, collection))
+    given = dict(spec_defaults('extraction_job', NAMES))
     given.update((name, values[name]) for name in NAMES if values.get(name) not in (None, ''))
     root = str(given['extraction_job_output_root']).rstrip('/') or '/'
     return posixpath.join(root, str(given['extraction_job_name']))

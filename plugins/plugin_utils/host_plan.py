@@ -33,7 +33,7 @@ from ansible_collections.eagle3.extraction.plugins.plugin_utils import server_ad
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.extraction_job import job_dir
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.ml_env import venv_python
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_config import ServerConfigError, checked_flags
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import COLLECTION, spec_defaults
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import spec_defaults
 
 # where extract.yml records each host's last successful run (playbooks/tasks/converged.yml)
 STAMP = '/var/lib/eagle3-extraction-converged.json'
@@ -106,12 +106,12 @@ def inputs(hosts, host):
     return dict((name, _Declared(name, values, READ if name == host else PEER_READ)) for name, values in hosts.items())
 
 
-def _given(values, role, name, collection):
+def _given(values, role, name):
     """The host's value, else the role's argument spec default; None for a default that is a template (a
     fact a role finds later decides it) or an unset one."""
     if name in values:
         return values[name]
-    default = spec_defaults(role, (name,), collection)[name]
+    default = spec_defaults(role, (name,))[name]
     if isinstance(default, str) and '{{' in default:
         return None
     return default
@@ -144,12 +144,12 @@ def environment(dump_dir, interconnect, ifname, extra):
     return dict((key, value) for key, value in env.items() if value is not None)
 
 
-def _server(hosts, host, values, collection):
+def _server(hosts, host, values):
     where = server_layout.layout(hosts, host)
     address = server_address.address(hosts, host)
 
     def given(name):
-        return _given(values, 'sglang_server', name, collection)
+        return _given(values, 'sglang_server', name)
 
     # the flags whose variables' records name them, then sglang_server_flags (which may not set those)
     flags = dict((flag, given(name)) for flag, name in variables.FLAG_VARIABLES.items())
@@ -175,18 +175,18 @@ def _server(hosts, host, values, collection):
     }
 
 
-def _job(values, server, collection):
+def _job(values, server):
     """The job's shards (default its server's place among the inventory's servers, sorted by name: one
     shard a server, which extract.yml runs on the server's rank 0), its dirs and the server it calls
     (default its own server's client URL)."""
     def given(name):
-        return _given(values, 'extraction_job', name, collection)
+        return _given(values, 'extraction_job', name)
 
     where = server['layout']
     count = _size(given('extraction_job_shard_count')) or len(where['servers'])
     shards = given('extraction_job_shard_indexes') or [where['servers'].index(where['name'])]
     shards = [_size(shard) for shard in shards]
-    found = job_dir(values, collection)
+    found = job_dir(values)
     return {
         'name': given('extraction_job_name'),
         'shards': shards,
@@ -199,7 +199,7 @@ def _job(values, server, collection):
     }
 
 
-def plan(hosts, host, collection=COLLECTION):
+def plan(hosts, host):
     """The plan of ``host`` from ``{host: {variable: value}}`` (READ's variables that are set, of the other
     hosts PEER_READ's; a host ``hosts`` lacks is a one-node server of its own, with a shard of its own).
 
@@ -211,11 +211,11 @@ def plan(hosts, host, collection=COLLECTION):
     hosts = inputs(hosts, host)
     values = hosts.get(host, _Declared(host, {}, READ))
     try:
-        server = _server(hosts, host, values, collection)
+        server = _server(hosts, host, values)
     except (server_address.AddressError, ServerConfigError) as exc:
         raise PlanError('%s: %s' % (host, exc)) from None
-    python = values.get('ml_env_python_bin') or venv_python(values.get('ml_env_path'), collection)
-    return {'server': server, 'python': python, 'job': _job(values, server, collection), 'stamp': STAMP}
+    python = values.get('ml_env_python_bin') or venv_python(values.get('ml_env_path'))
+    return {'server': server, 'python': python, 'job': _job(values, server), 'stamp': STAMP}
 
 
 # the extraction servers: a multi-node server's other nodes are among them

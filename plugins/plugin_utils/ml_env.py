@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import COLLECTION, spec_defaults
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import spec_defaults
 
 # the interpreter inside a venv
 VENV_PYTHON = os.path.join('bin', 'python')
 
 
-def default_path(collection=COLLECTION):
+def default_path():
     """ml_env_path as the ml_env role's argument spec defaults it."""
-    return spec_defaults('ml_env', ('ml_env_path',), collection)['ml_env_path']
+    return spec_defaults('ml_env', ('ml_env_path',))['ml_env_path']
 
 
-def venv_python(path=None, collection=COLLECTION):
+def venv_python(path=None):
     """The interpreter of the venv at ``path`` (default: ml_env's ml_env_path)."""
-    venv = path if path else default_path(collection)
+    venv = path if path else default_path()
     return os.path.join(venv.rstrip('/') or '/', VENV_PYTHON)

@@ -15,7 +15,7 @@ import ipaddress
 import re
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import show
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import COLLECTION, spec_defaults
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import spec_defaults
 
 # what the bind host and port are read from
 READ = ('sglang_server_host', 'sglang_server_port')
@@ -30,9 +30,9 @@ class AddressError(ValueError):
     """A value the address cannot be made of; the message names the variable and its value."""
 
 
-def defaults(collection=COLLECTION):
+def defaults():
     """sglang_server_host and sglang_server_port as the role's argument spec defaults them."""
-    return spec_defaults('sglang_server', READ, collection)
+    return spec_defaults('sglang_server', READ)
 
 
 def ip(text):

@@ -15,18 +15,17 @@ import os
 
 from ansible_collections.eagle3.extraction.plugins.plugin_utils import variables
 
+# the collection's root (the tests read its roles' files through it)
 COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def role_options(role, collection=COLLECTION):
+def role_options(role):
     """The options of the role's main entry point, as its meta/argument_specs.yml states them (made from its
-    records once a process). Shared: a caller that changes them copies them first. collection: kept for the
-    callers that name it; the records are this collection's."""
-    del collection
+    records once a process). Shared: a caller that changes them copies them first."""
     return variables.options(role)
 
 
-def spec_defaults(role, names, collection=COLLECTION):
+def spec_defaults(role, names):
     """{name: default} of the role's main entry point, for each of names (a KeyError for one it lacks)."""
-    options = role_options(role, collection)
+    options = role_options(role)
     return dict((name, options[name].get('default')) for name in names)

@@ -15,8 +15,8 @@ REPO = Path(__file__).resolve().parents[4]
 def test_the_default_venv_is_ml_envs_argument_spec_default():
     spec = yaml.safe_load((REPO / 'roles' / 'ml_env' / 'meta' / 'argument_specs.yml').read_text())
     default = spec['argument_specs']['main']['options']['ml_env_path']['default']
-    assert ml_env.default_path(str(REPO)) == default
-    assert ml_env.venv_python(collection=str(REPO)) == default + '/bin/python'
+    assert ml_env.default_path() == default
+    assert ml_env.venv_python() == default + '/bin/python'
 
 
 def test_a_given_venv_gives_its_interpreter():
@@ -26,7 +26,7 @@ def test_a_given_venv_gives_its_interpreter():
 
 def test_no_role_writes_the_interpreters_path():
     """Not in its defaults, vars or tasks, nor as an argument spec default (a description may name it)."""
-    interpreter = ml_env.venv_python(collection=str(REPO))
+    interpreter = ml_env.venv_python()
     offenders = [str(path.relative_to(REPO)) for pattern in ('defaults/*.yml', 'vars/*.yml', 'tasks/*.yml')
                  for path in (REPO / 'roles').glob('*/' + pattern) if interpreter in path.read_text()]
     for path in (REPO / 'roles').glob('*/meta/argument_specs.yml'):
