@@ -237,6 +237,7 @@ def median(values):
 def bench_drain(args):
     import torch  # pylint: disable=import-outside-toplevel
     # no torch.set_num_threads here: the drain sets its own (one core a drain thread)
+    os.makedirs(args.out, exist_ok=True)  # a fresh machine has no --out yet
     work = tempfile.mkdtemp(prefix="drain-bench-", dir=args.out)
     shm = tempfile.mkdtemp(prefix="drain-bench-", dir=args.dump_root)
     try:
