@@ -8,7 +8,7 @@ other hosts reach the master's host at (server_address.reached_at: its ansible_h
 container reached through its hypervisor does not have (its ansible_host is the node's). From that address
 and the ports come what every Mooncake client is given: ``master_server_address`` (HOST:RPC_PORT) and
 ``metadata_server`` (http://HOST:METADATA_PORT/metadata), and the metrics URL the health module reads. The
-mooncake_master role reads it through the lookup eagle3.extraction.mooncake_master_address; the host plan's
+mooncake_master role reads it through the lookup eagle3.extraction.mooncake_master_plan; the host plan's
 online section is to read it of the master's host for the servers, gateways and trainers.
 """
 
@@ -61,4 +61,33 @@ def endpoints(name, values):
              'metadata_server': 'http://%s:%d/metadata' % (_in_url(host), ports['metadata_port']),
              'metrics_url': 'http://%s:%d' % (_in_url(host), ports['metrics_port'])}
     found.update(ports)
+    return found
+
+
+# what the units' command lines are made of, beyond the address
+COMMAND_READ = ('mooncake_master_venv', 'mooncake_master_segment_bytes', 'mooncake_master_kv_lease_ms')
+
+
+def commands(name, values):
+    """The two units' command lines and the segment holder's environment, from the master host's
+    ``{variable: value}``: endpoints() and ``master`` (argv), ``segment`` (argv), ``segment_environment``. The
+    master binds its three servers on the advertised address; the holder mounts the global segment there and
+    advertises it to the transfer engine (an address the peers cannot reach makes their reads fail with -800)."""
+    found = endpoints(name, values)
+    given = spec_defaults('mooncake_master', COMMAND_READ)
+    given.update((key, values[key]) for key in COMMAND_READ if key in values)
+    binary = given['mooncake_master_venv'].rstrip('/') + '/bin/'
+    host = found['host']
+    found['master'] = [
+        binary + 'mooncake_master', '--enable_http_metadata_server=true',
+        '--rpc_address=%s' % host, '--rpc_port=%d' % found['rpc_port'],
+        '--http_metadata_server_host=%s' % host, '--http_metadata_server_port=%d' % found['metadata_port'],
+        '--metrics_host=%s' % host, '--metrics_port=%d' % found['metrics_port'],
+        '--default_kv_lease_ttl=%d' % int(given['mooncake_master_kv_lease_ms'])]
+    found['segment'] = [
+        binary + 'mooncake_client', '--host=%s' % host, '--port=%d' % found['segment_port'],
+        '--global_segment_size=%d' % int(given['mooncake_master_segment_bytes']),
+        '--master_server_address=%s' % found['master_server_address'],
+        '--metadata_server=%s' % found['metadata_server'], '--protocol=tcp']
+    found['segment_environment'] = {'MC_TCP_BIND_ADDRESS': host, 'MOONCAKE_LOCAL_HOSTNAME': host}
     return found
