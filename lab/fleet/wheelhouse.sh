@@ -31,12 +31,13 @@ fi
 [ -n "$(find "$OUT" -maxdepth 1 -name 'packaging-*.whl' -print -quit)" ] ||
   "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: --dest "$OUT" packaging==26.4 >&2
 
-# The job's and the capture's libraries, pinned as lab/bootstrap/torch-venv.sh pins them, for the
+# The job's and the capture's libraries and Mooncake (mooncake_master; its aiohttp, requests and msgpack
+# come as its dependencies), pinned as lab/bootstrap/torch-venv.sh pins them, for the
 # containers' CPython 3.11 on x86_64 (pip download on the controller, whatever its Python).
 # The CPU build of torch (2.13.0+cpu) is the one these machines' pip finds on disk
 # (its find-links); PyTorch's own index is not reachable from them, and asking it costs
 # five retries a package.
-JOB_PINS=(torch==2.13.0 aiohttp==3.14.5)
+JOB_PINS=(torch==2.13.0 aiohttp==3.14.5 mooncake-transfer-engine-non-cuda==0.3.13.post1)
 JOB_WHEELS=$LAB/cache/job-wheels
 job_stamp=$JOB_WHEELS/.pins-$(printf '%s\n' "${JOB_PINS[@]}" | sha256sum | cut -c1-16)
 if [ ! -f "$job_stamp" ]; then

@@ -10,11 +10,14 @@ from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.controller_check import ControllerCheck
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.host_plan import PlanError, task_plan
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.mooncake_address import READ as MOONCAKE_READ
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.mooncake_address import advertised
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import READ as CONNECTION_READ
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import connection_errors, through_pct
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
     ACROSS_NAMES, ROLES, across_role_errors, inventory_host_errors, load_specs, required_errors, role_value_errors)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_address import exposure_warning
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_listen import AddressError
 
 
 class ActionModule(ControllerCheck):
@@ -40,7 +43,7 @@ class ActionModule(ControllerCheck):
         errors.extend(across_role_errors(specs, values, defaults=False))
         # what a role's check reads beyond its own variables: the inventory, the host's plan
         beyond = {'gpu_check': self._hypervisor_errors, 'sglang_server': self._address_errors,
-                  'proxmox_container': self._connection_errors}.get(role)
+                  'proxmox_container': self._connection_errors, 'mooncake_master': self._mooncake_errors}.get(role)
         if beyond:
             errors.extend(beyond(values, task_vars, result, errors))
         result.update(changed=False, unresolved=unresolved)
@@ -72,6 +75,21 @@ class ActionModule(ControllerCheck):
         warning = exposure_warning(host_plan['server']['address'], values.get('sglang_server_api_key'))
         if warning:
             result['warnings'] = ['sglang_server: ' + warning]
+        return []
+
+    def _mooncake_errors(self, values, task_vars, result, errors):
+        """The address the master will advertise (plugin_utils/mooncake_address.py), when every value passed."""
+        del result
+        if errors:
+            return []
+        seen = dict(values)
+        for key in MOONCAKE_READ:
+            if key in task_vars and key not in seen:
+                seen[key] = self._templar.template(task_vars[key])
+        try:
+            advertised(task_vars['inventory_hostname'], seen)
+        except AddressError as exc:
+            return [str(exc)]
         return []
 
     def _connection_errors(self, values, task_vars, result, errors):

@@ -22,6 +22,8 @@ SYSTEMCTL_TIMEOUT = 30
 # a service unit's name as the modules take it, whole
 UNIT_NAME = re.compile(r'[A-Za-z0-9:_.@-]+\.service')
 HEALTH_TIMEOUT = 5
+# the most of a body get() reads (a master's metrics text is about 40 KiB)
+BODY_LIMIT = 4 << 20
 # systemd's ActiveState of a unit that runs or is about to (a start, a reload, an automatic restart's wait):
 # it owns its port, its processes, its GPUs and its output, and nothing of it is reclaimed or restarted
 RUNNING_STATES = ('active', 'activating', 'reloading')
@@ -38,19 +40,26 @@ def health(url, timeout=HEALTH_TIMEOUT):
     http.client, not ansible's open_url: the server is on this host (no proxy, no redirect), and the
     converged check and the start's wait call this on every host of every run, where open_url's
     imports cost about 40 ms of CPU each time."""
+    return get(url, timeout, 0)[0]
+
+
+def get(url, timeout=HEALTH_TIMEOUT, limit=BODY_LIMIT):
+    """(HTTP status, the first ``limit`` bytes of the body) of a GET of ``url``; (None, b'') when nothing
+    answers. health() without the body; mooncake_health reads the master's metrics and metadata with it."""
     try:
         parts = urlsplit(url)
         if parts.scheme not in ('http', 'https') or not parts.hostname:
-            return None
+            return None, b''
         kind = http.client.HTTPSConnection if parts.scheme == 'https' else http.client.HTTPConnection
         connection = kind(parts.hostname, parts.port, timeout=timeout)
         try:
             connection.request('GET', (parts.path or '/') + ('?' + parts.query if parts.query else ''))
-            return connection.getresponse().status
+            response = connection.getresponse()
+            return response.status, response.read(limit) if limit else b''
         finally:
             connection.close()
     except (OSError, ValueError, http.client.HTTPException):
-        return None
+        return None, b''
 
 
 def unit_properties(unit, properties=('ActiveState', 'SubState', 'NRestarts'), timeout=SYSTEMCTL_TIMEOUT):

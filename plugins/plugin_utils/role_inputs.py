@@ -69,11 +69,29 @@ def _shards_in_count(values):
     return None
 
 
-def _wheelhouse_for_src(values):
-    if values['ml_env_wheelhouse_src'] and not values['ml_env_wheelhouse']:
-        return ('ml_env_wheelhouse_src=%s is set and ml_env_wheelhouse is empty; give ml_env_wheelhouse, the '
-                'directory on the host it is copied to' % show(values['ml_env_wheelhouse_src']))
-    return None
+def _wheelhouse_for_src(prefix):
+    source, target = prefix + '_wheelhouse_src', prefix + '_wheelhouse'
+
+    def check(values):
+        if values[source] and not values[target]:
+            return ('%s=%s is set and %s is empty; give %s, the directory on the host it is copied to'
+                    % (source, show(values[source]), target, target))
+        return None
+    return CrossRule((source, target), check)
+
+
+def _different_ports(names, what):
+    """No two of the named ports are the same number."""
+    def check(values):
+        seen = {}
+        for name in names:
+            port = _as_int(values[name])
+            if port in seen:
+                return ('%s=%s is the same port as %s=%s; %s each listen on a port of its own: give them '
+                        'different ports' % (name, show(values[name]), seen[port], show(values[seen[port]]), what))
+            seen[port] = name
+        return None
+    return CrossRule(names, check)
 
 
 def _dataset_on_the_controller(values):
@@ -103,7 +121,11 @@ CROSS_RULES = (
     _at_most('extraction_job_output_free_floor_gib', 'extraction_job_output_free_resume_gib',
              'the job stops below the floor and sends again above the resume level'),
     CrossRule(('extraction_job_shard_indexes', 'extraction_job_shard_count'), _shards_in_count),
-    CrossRule(('ml_env_wheelhouse_src', 'ml_env_wheelhouse'), _wheelhouse_for_src),
+    _wheelhouse_for_src('ml_env'),
+    _wheelhouse_for_src('mooncake_master'),
+    _different_ports(('mooncake_master_rpc_port', 'mooncake_master_metadata_port', 'mooncake_master_metrics_port',
+                      'mooncake_master_segment_port'),
+                     "the master's RPC, metadata and metrics servers and the segment holder"),
     CrossRule(('extraction_job_dataset', 'extraction_job_dataset_on_host'), _dataset_on_the_controller),
 )
 

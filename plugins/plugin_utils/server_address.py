@@ -45,18 +45,24 @@ def _url(host, port):
     return 'http://%s:%d' % ('[%s]' % host if ':' in host else host, port)
 
 
-def _controller_host(name, values, bind_host):
-    """The bind host when it is a real address, else the container's ansible_host (else its name):
-    a wildcard or loopback bind is not an address the controller can call. None for a container
-    reached through pct: its ansible_host is its hypervisor's."""
-    if bind_host not in WILDCARD and not loopback(bind_host):
-        return bind_host
+def reached_at(name, values):
+    """The address the controller and the other hosts reach host ``name`` at: its ansible_host, else its
+    name. None for a container reached through pct: its ansible_host is its hypervisor's. Also the
+    default of the address Mooncake's master advertises (plugin_utils/mooncake_address.py)."""
     if through_pct(values):
         return None
     found = values.get('ansible_host') or name
     if not isinstance(found, str) or not (ip(found) or HOST_NAME.fullmatch(found)):
         raise AddressError('ansible_host=%s of %s is not an address or host name' % (show(found), name))
     return found
+
+
+def _controller_host(name, values, bind_host):
+    """The bind host when it is a real address, else where the host is reached (reached_at): a
+    wildcard or loopback bind is not an address the controller can call."""
+    if bind_host not in WILDCARD and not loopback(bind_host):
+        return bind_host
+    return reached_at(name, values)
 
 
 def _own(name, values):

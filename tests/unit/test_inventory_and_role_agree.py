@@ -57,6 +57,9 @@ BAD = [{name: value} for name, value in CASES_MODULE.CASES] + [
     {'sglang_server_extra_args': ['--port', '9001', '9002']},
     {'sglang_server_flags': {'mem-fraction-static': 1.2}},
     {'ml_env_wheelhouse_src': '/srv/wheels'},
+    {'mooncake_master_wheelhouse_src': '/srv/wheels'},
+    {'mooncake_master_rpc_port': 35880},
+    {'mooncake_master_metrics_port': 35551, 'mooncake_master_segment_port': 35551},
     # a dataset that is not on the controller (the role refused it after the servers were deployed)
     {'extraction_job_dataset': '/nonexistent/eagle3-dataset.jsonl'},
     {'extraction_job_dataset': '/nonexistent/eagle3-dataset.jsonl', 'extraction_job_dataset_on_host': 'no'},
@@ -77,6 +80,9 @@ GOOD = [{name: value} for name, values in CASES_MODULE.GOOD.items()
     {'extraction_job_shard_indexes': [0, 2], 'extraction_job_shard_count': 3},
     {'sglang_server_flags': {'mem-fraction-static': 0.85}},
     {'ml_env_wheelhouse_src': '/srv/wheels', 'ml_env_wheelhouse': '/root/wheels'},
+    {'mooncake_master_wheelhouse_src': '/srv/wheels', 'mooncake_master_wheelhouse': '/root/wheels'},
+    {'mooncake_master_rpc_port': 35552, 'mooncake_master_metadata_port': 35553, 'mooncake_master_metrics_port': 35554,
+     'mooncake_master_segment_port': 35555},
     # on the controller (this file), or on the host: not read here
     {'extraction_job_dataset': os.path.abspath(__file__)},
     {'extraction_job_dataset': '/nonexistent/eagle3-dataset.jsonl', 'extraction_job_dataset_on_host': True},

@@ -134,6 +134,20 @@ BAD = {
     'extraction_job_space_margin': [-0.1, 11, 1.5, 10],
     'extraction_job_restart_sec': [-1, 86401, 'inf'],
     'extraction_job_chat_ignore_tokens': [['esc\x1bape'], ['<think>\r\n']],
+    'mooncake_master_venv': ['relative/env', '/usr', '/root/a b'],
+    'mooncake_master_python': ['python3'],
+    'mooncake_master_package': ['--index-url=http://x', '-e .', 'a b'],
+    'mooncake_master_wheelhouse': ['wheels', '/tmp'],
+    'mooncake_master_host': ['a b', 'x;y', 'host\n'],
+    'mooncake_master_rpc_port': [0, 65536, -1],
+    'mooncake_master_metadata_port': [0, 65536],
+    'mooncake_master_metrics_port': [0, 70000],
+    'mooncake_master_segment_port': [0, 65536],
+    # a whole number of bytes, at least 64 MiB: never '4 GB' or a float
+    'mooncake_master_segment_bytes': [(64 << 20) - 1, 0, -1, 100000000.5, '4 GB', True, 1 << 51],
+    # at least 1000 ms (500 ms gave -707 LEASE_EXPIRED under load)
+    'mooncake_master_kv_lease_ms': [500, 999, 0, -1],
+    'mooncake_master_ready_timeout': [0, 3601],
 }
 # rule 1 for every string variable: a newline or another control character in it (the chat
 # template's text may hold newlines and tabs, nothing else)
@@ -197,6 +211,10 @@ GOOD = {
     'extraction_job_chat_end_of_turn': ['<|im_end|>\n', '<|end|>\n', '<|eot_id|>'],
     'extraction_job_chat_system_prompt': ['You are helpful.\n\nIf a question makes no sense, say so.'],
     'extraction_job_chat_ignore_tokens': [['<think>\n\n</think>\n\n'], []],
+    'mooncake_master_package': ['mooncake-transfer-engine-non-cuda==0.3.13.post1', 'mooncake-transfer-engine==0.3.13'],
+    'mooncake_master_host': ['', '10.0.0.5', 'master.example', 'fd00::5'],
+    'mooncake_master_segment_bytes': [64 << 20, 32 << 30],
+    'mooncake_master_kv_lease_ms': [1000, 10000],
 }
 
 
@@ -329,6 +347,12 @@ def test_good_rollout_values_pass(serial):
     ({'extraction_job_shard_indexes': [0, 3], 'extraction_job_shard_count': 3}, 'holds 3, not below'),
     ({'extraction_job_shard_indexes': ['5'], 'extraction_job_shard_count': '2'}, "holds '5', not below"),
     ({'ml_env_wheelhouse_src': '/srv/wheels'}, 'ml_env_wheelhouse_src='),
+    ({'mooncake_master_wheelhouse_src': '/srv/wheels'}, 'give mooncake_master_wheelhouse'),
+    # the other ports' defaults count: 35880 is the metadata server's
+    ({'mooncake_master_rpc_port': 35880},
+     'mooncake_master_metadata_port=35880 is the same port as mooncake_master_rpc_port=35880'),
+    ({'mooncake_master_segment_port': 35903}, 'mooncake_master_segment_port=35903 is the same port as '
+                                              'mooncake_master_metrics_port=35903'),
 ])
 def test_a_rule_between_variables_is_named(values, expected):
     role = ROLE_OF[sorted(values)[0]]
@@ -343,6 +367,8 @@ def test_a_rule_between_variables_is_named(values, expected):
     # the count's default is a template: the role checks it when it starts
     {'extraction_job_shard_indexes': [7]},
     {'ml_env_wheelhouse_src': '/srv/wheels', 'ml_env_wheelhouse': '/root/wheels'},
+    {'mooncake_master_wheelhouse_src': '/srv/wheels', 'mooncake_master_wheelhouse': '/root/wheels'},
+    {'mooncake_master_rpc_port': 35552, 'mooncake_master_segment_port': 35551},
 ])
 def test_values_that_keep_the_rules_between_variables_pass(values):
     assert role_value_errors(SPECS[ROLE_OF[sorted(values)[0]]], values) == []
