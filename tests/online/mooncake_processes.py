@@ -12,15 +12,11 @@ import sys
 import time
 import urllib.request
 
+from standin_process import free_port
+
 BIN = os.path.dirname(sys.executable)
 SEGMENT = "256 MB"
 SEGMENT_BYTES = 256 << 20
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_listening(port, proc, log, timeout=60):
