@@ -22,6 +22,18 @@ from sglang_standin import generate  # noqa: E402  pylint: disable=wrong-import-
 KEY = "standin-test-key"
 
 
+def post(url, body, key=KEY):
+    request = urllib.request.Request(url + "/generate", data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json",
+                                              **({"Authorization": "Bearer " + key} if key else {})})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
 @pytest.fixture
 def server(tmp_path):
     """The stand-in with the capture deployed as sglang_patch does: <sglang>/srt/eagle3_hs_capture.py."""

@@ -9,37 +9,16 @@ import os
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-PACKAGE = os.path.join(ROOT, "roles", "extraction_job", "files")
-# the stand-in's launcher and the job's helpers are shared with tests/job; this worktree's
-# job package before the torch venv's own (editable) install
-sys.path[:0] = [os.path.join(ROOT, "tests", "job"), PACKAGE]
+from online_stack import HIDDEN, JOB, KEY, LAYER_IDS, PACKAGE, get_json
 
 pytest.importorskip("mooncake.store")
 pytest.importorskip("specforge")
 
 from mooncake_processes import mooncake_store  # noqa: E402  pylint: disable=wrong-import-position
 from standin_process import free_port, standin_server  # noqa: E402  pylint: disable=wrong-import-position
-
-KEY = "gateway-test-key"
-JOB = "gw"
-LAYER_IDS = [1, 29, 57]   # SpecForge's ids; the stand-in (61 layers) captures 2, 30, 58
-HIDDEN = 64               # lab/fixtures/model
-
-
-def get_json(url, timeout=5):
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(url, timeout=timeout) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@
 whole, a bad entry is that prompt's error, a bad setting names itself."""
 import pytest
 
+import online_stack  # noqa: F401  pylint: disable=unused-import  # this worktree's job package
 from eagle3_extraction_job import capture_request, gateway_config
 from eagle3_extraction_job.config import ConfigError
 

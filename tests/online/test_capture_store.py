@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from conftest import LAYER_IDS
+from online_stack import LAYER_IDS
 from eagle3_extraction_job import capture_request, capture_store, drain
 from eagle3_extraction_job.mooncake_writer import MooncakeWriter, StoreError
 from job_helpers import HIDDEN, LAYERS, write_dump

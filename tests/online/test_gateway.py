@@ -21,7 +21,7 @@ from specforge.runtime.contracts import PromptTask, SampleRef
 from specforge.runtime.data_plane.feature_store import load_feature_file
 from specforge.runtime.data_plane.mooncake_store import MooncakeFeatureStore
 
-from conftest import HIDDEN, KEY, LAYER_IDS, get_json
+from online_stack import HIDDEN, KEY, LAYER_IDS, get_json
 from eagle3_extraction_job import dataset, drain, manifest, names, sender
 
 RUN = "run1"
