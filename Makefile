@@ -58,9 +58,9 @@ pytest-multinode:
 pytest-extraction:
 	bash lab/bootstrap/torch-venv.sh >/dev/null && pytest -q tests/integration/test_extraction_fleet.py
 
-# tests/capture and tests/job need torch, which exists as a CPU build for Python 3.11 only
+# tests/capture, tests/job and tests/online need torch, which exists as a CPU build for Python 3.11 only
 pytest-torch:
-	bash lab/bootstrap/torch-venv.sh && .venv-torch/bin/python -m pytest -q -p no:cacheprovider tests/capture tests/job
+	bash lab/bootstrap/torch-venv.sh && .venv-torch/bin/python -m pytest -q -p no:cacheprovider tests/capture tests/job tests/online
 
 build: deps
 	ansible-galaxy collection build --force

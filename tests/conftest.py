@@ -17,7 +17,7 @@ import pytest
 
 TESTS = Path(__file__).resolve().parent
 # the suites of the torch venv (`make pytest-torch`); every other suite is the controller's
-TORCH_SUITES = ('capture', 'job')
+TORCH_SUITES = ('capture', 'job', 'online')
 TORCH_NEEDS = ('torch', 'aiohttp')
 CONTROLLER_NEEDS = ('ansible', 'ansible_runner')
 

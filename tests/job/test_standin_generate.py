@@ -5,9 +5,6 @@ through the capture module as sglang_patch deploys it: run here on 127.0.0.1 wit
 capture placed next to a package that refuses to be imported, as on the fleet."""
 import json
 import os
-import shutil
-import socket
-import subprocess
 import sys
 import time
 import urllib.error
@@ -15,20 +12,14 @@ import urllib.request
 
 import pytest
 
-from job_helpers import ROOT, torch
+from job_helpers import torch
+from standin_process import STANDIN, standin_server
 
-STANDIN = os.path.join(ROOT, "lab", "standins", "sglang_server")
 sys.path.insert(0, STANDIN)
 
 from sglang_standin import generate  # noqa: E402  pylint: disable=wrong-import-position
 
 KEY = "standin-test-key"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def post(url, body, key=KEY):
@@ -46,35 +37,8 @@ def post(url, body, key=KEY):
 @pytest.fixture
 def server(tmp_path):
     """The stand-in with the capture deployed as sglang_patch does: <sglang>/srt/eagle3_hs_capture.py."""
-    site = tmp_path / "site"
-    (site / "sglang" / "srt").mkdir(parents=True)
-    (site / "sglang" / "__init__.py").write_text('raise ImportError("the fleet\'s sglang refuses")\n')
-    shutil.copy(os.path.join(ROOT, "roles", "sglang_patch", "files", "eagle3_hs_capture.py"),
-                site / "sglang" / "srt" / "eagle3_hs_capture.py")
-    model = tmp_path / "model"
-    shutil.copytree(os.path.join(ROOT, "lab", "fixtures", "model"), model)
-    dump = tmp_path / "shm"
-    dump.mkdir()
-    port = free_port()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), STANDIN]), SGLANG_HS_DUMP_DIR=str(dump),
-               SGLANG_STANDIN_LOAD_SECONDS="0", SGLANG_STANDIN_MIB="0", SGLANG_STANDIN_NUM_LAYERS="61")
-    log = open(tmp_path / "server.log", "w")  # pylint: disable=consider-using-with
-    proc = subprocess.Popen([sys.executable, "-m", "sglang_standin.launch_server", "--model-path", str(model),
-                             "--port", str(port), "--api-key", KEY, "--tp-size", "1"],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(url + "/health", timeout=2):
-                break
-        except (urllib.error.URLError, OSError):
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()
-            time.sleep(0.1)
-    yield {"url": url, "dump": dump, "proc": proc, "log": tmp_path / "server.log"}
-    proc.terminate()
-    proc.wait(30)
-    log.close()
+    with standin_server(tmp_path, KEY) as running:
+        yield running
 
 
 def wait_for(path, timeout=20):

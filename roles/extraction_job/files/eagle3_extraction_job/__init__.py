@@ -14,7 +14,12 @@ template), ``manifest`` (SQLite), ``drain`` (dump -> .ckpt), ``ckpt_file`` (the
 .ckpt's bytes to the disk: hash, writeback, fsync), ``space`` (disk
 estimates and watermarks), ``sender`` (HTTP), ``status`` (progress file and
 dataset card), ``job`` (the whole run), ``cli`` (``python -m eagle3_extraction_job``).
+
+The online mode's capture gateway (``gateway``: SpecForge's server-capture contract in
+front of the same server) reuses them: ``capture_request`` (the request, checked),
+``capture_store`` (a dump into the store, with the drain's checks), ``mooncake_writer``
+(the Mooncake client), ``gateway_config``.
 """
 
 # the wheel's version (pyproject.toml reads it): raise it with each release
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -1,6 +1,7 @@
 # Copyright: eagle3.extraction contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Command line: ``python -m eagle3_extraction_job run --config /etc/eagle3-extraction/job.json``.
+"""Command line: ``python -m eagle3_extraction_job run --config /etc/eagle3-extraction/job.json``
+(``gateway --config FILE``: the online mode's capture gateway, :mod:`eagle3_extraction_job.gateway`).
 
 Exit status: 0 every sample of the shard is done; 1 some are not (systemd restarts
 the unit, and the restart resumes); 2 refused to start (bad config, not enough
@@ -21,7 +22,12 @@ def main(argv=None):
     run.add_argument("--config", required=True, help="the job's JSON config")
     check = sub.add_parser("check", help="check the config, the key file and the libraries; send nothing")
     check.add_argument("--config", required=True, help="the job's JSON config")
+    serve = sub.add_parser("gateway", help="serve SpecForge's server-capture requests (online mode)")
+    serve.add_argument("--config", required=True, help="the gateway's JSON config")
     args = parser.parse_args(argv)
+    if args.command == "gateway":
+        from eagle3_extraction_job import gateway  # pylint: disable=import-outside-toplevel
+        return gateway.main(["--config", args.config])
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(asctime)s %(levelname)s %(message)s")
     log = logging.getLogger("eagle3_extraction_job")

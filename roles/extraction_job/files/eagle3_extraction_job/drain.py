@@ -128,6 +128,15 @@ def disable_zip_crc32(torch):
         pass
 
 
+def load_dump(torch, path):
+    """A dump as the capture wrote it (mmap'ed: its tensors stay in the tmpfs pages);
+    raises :class:`DumpRejected` when it cannot be loaded."""
+    try:
+        return torch.load(path, weights_only=True, mmap=MMAP, map_location="cpu")
+    except Exception as exc:  # pylint: disable=broad-except
+        raise DumpRejected(f"cannot be loaded: {exc!r}") from exc
+
+
 class Drainer:
     """Drains dumps for one output directory; safe to call from several threads."""
 
@@ -150,10 +159,7 @@ class Drainer:
         torch.set_num_threads(1)
 
     def load(self, path):
-        try:
-            return self.torch.load(path, weights_only=True, mmap=MMAP, map_location="cpu")
-        except Exception as exc:  # pylint: disable=broad-except
-            raise DumpRejected(f"cannot be loaded: {exc!r}") from exc
+        return load_dump(self.torch, path)
 
     def _check_provenance(self, dump):
         seen = tuple(str(dump.get(k, "")) for k in
@@ -269,21 +275,29 @@ class Drainer:
 
     def reject(self, dump_path, reason):
         """Keep a rejected dump for a person to look at, off /dev/shm; then remove it."""
-        os.makedirs(self.rejected_dir, exist_ok=True)
-        base = os.path.basename(dump_path)
-        target = os.path.join(self.rejected_dir, f"{base}.{time.strftime('%Y%m%dT%H%M%S')}")
-        tmp = os.path.join(self.rejected_dir, f".{base}.tmp")
-        with open(dump_path, "rb") as src, open(tmp, "wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 22)
-            dst.flush()
-            os.fsync(dst.fileno())
-        os.replace(tmp, target)
-        with open(os.path.join(self.rejected_dir, os.path.basename(target) + ".reason"),
-                  "w", encoding="utf-8") as f:
-            f.write(reason + "\n")
-        fsync_dir(self.rejected_dir)
-        os.unlink(dump_path)
-        return target
+        return move_aside(dump_path, self.rejected_dir, reason)
+
+
+def move_aside(dump_path, rejected_dir, reason):
+    """Copy a dump into ``rejected_dir`` (durably, with a ``.reason`` file), then remove it.
+
+    For a person to look at, off /dev/shm: the files mode's rejected dumps, and the capture
+    gateway's dumps that could not be placed in the store. Returns the kept file's path."""
+    os.makedirs(rejected_dir, exist_ok=True)
+    base = os.path.basename(dump_path)
+    target = os.path.join(rejected_dir, f"{base}.{time.strftime('%Y%m%dT%H%M%S')}")
+    tmp = os.path.join(rejected_dir, f".{base}.tmp")
+    with open(dump_path, "rb") as src, open(tmp, "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 22)
+        dst.flush()
+        os.fsync(dst.fileno())
+    os.replace(tmp, target)
+    with open(os.path.join(rejected_dir, os.path.basename(target) + ".reason"),
+              "w", encoding="utf-8") as f:
+        f.write(reason + "\n")
+    fsync_dir(rejected_dir)
+    os.unlink(dump_path)
+    return target
 
 
 def redo_missing(manifest, output_dir):
