@@ -13,12 +13,13 @@ from __future__ import annotations
 import copy
 
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_variables import (
-    extraction_job, gpu_check, ml_env, proxmox_container, sglang_patch, sglang_server)
+    extraction_job, gpu_check, ml_env, online_training, proxmox_container, sglang_patch, sglang_server)
 
 # the roles in the order a container is brought up
-ROLES = ('proxmox_container', 'gpu_check', 'ml_env', 'sglang_patch', 'sglang_server', 'extraction_job')
+ROLES = ('proxmox_container', 'gpu_check', 'ml_env', 'sglang_patch', 'sglang_server', 'extraction_job',
+         'online_training')
 _MODULES = dict((module.ROLE, module) for module in (
-    proxmox_container, gpu_check, ml_env, sglang_patch, sglang_server, extraction_job))
+    proxmox_container, gpu_check, ml_env, sglang_patch, sglang_server, extraction_job, online_training))
 AUTHOR = 'eagle3.extraction maintainers'
 
 
