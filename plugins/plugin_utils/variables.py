@@ -13,13 +13,16 @@ from __future__ import annotations
 import copy
 
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_variables import (
-    extraction_job, gpu_check, ml_env, mooncake_master, proxmox_container, sglang_patch, sglang_server)
+    extraction_job, gpu_check, ml_env, mooncake_master, online_training, proxmox_container, sglang_patch,
+    sglang_server)
 
-# the roles in the order a container is brought up (mooncake_master: the online mode's store, on its own host)
+# the roles in the order a container is brought up; then the online mode's own hosts: its store
+# (mooncake_master) and its trainer (online_training)
 ROLES = ('proxmox_container', 'gpu_check', 'ml_env', 'sglang_patch', 'sglang_server', 'extraction_job',
-         'mooncake_master')
+         'mooncake_master', 'online_training')
 _MODULES = dict((module.ROLE, module) for module in (
-    proxmox_container, gpu_check, ml_env, sglang_patch, sglang_server, extraction_job, mooncake_master))
+    proxmox_container, gpu_check, ml_env, sglang_patch, sglang_server, extraction_job, mooncake_master,
+    online_training))
 AUTHOR = 'eagle3.extraction maintainers'
 
 

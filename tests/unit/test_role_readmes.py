@@ -39,7 +39,8 @@ def test_readme_table_is_made_from_the_argument_spec(role):
 
 
 def test_every_role_is_checked():
-    assert set(ROLES) == {'extraction_job', 'gpu_check', 'ml_env', 'mooncake_master', 'proxmox_container', 'sglang_patch', 'sglang_server'}
+    assert set(ROLES) == {'extraction_job', 'gpu_check', 'ml_env', 'mooncake_master', 'online_training',
+                          'proxmox_container', 'sglang_patch', 'sglang_server'}
 
 
 def test_a_changed_description_fails_the_check_until_written(ml_env):
