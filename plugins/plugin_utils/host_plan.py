@@ -29,7 +29,8 @@ import re
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.shard_layout import shard_dir_name
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
-from ansible_collections.eagle3.extraction.plugins.plugin_utils import server_address, server_layout, variables
+from ansible_collections.eagle3.extraction.plugins.plugin_utils import (
+    online_plan, server_address, server_layout, variables)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.extraction_job import job_dir
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.ml_env import venv_python
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_config import ServerConfigError, checked_flags
@@ -199,23 +200,36 @@ def _job(values, server):
     }
 
 
-def plan(hosts, host):
-    """The plan of ``host`` from ``{host: {variable: value}}`` (READ's variables that are set, of the other
-    hosts PEER_READ's; a host ``hosts`` lacks is a one-node server of its own, with a shard of its own).
+def plan(hosts, host, online=None):
+    """The plan of ``host`` from ``{host: {variable: value}}`` of the extraction servers (READ's variables that are
+    set, of the other hosts PEER_READ's; a host ``hosts`` lacks is a one-node server of its own, with a shard of
+    its own) and ``online``: ``{group: {host: values}}`` of the online mode's groups (online_plan.GROUPS).
 
     Returns ``server`` (``layout``, ``multinode``, ``address``, ``url``, ``flags``, ``tp_size``,
     ``local_tp``, ``environment``, ``unit``, ``dump_dir``, ``leftover_patterns``), ``python``, ``job``
-    (``name``, ``shards``, ``shard_count``, ``dir``, ``output_dirs``, ``server_url``, ``dump_dir``) and
-    ``stamp``. Raises PlanError naming the host, the variable and its value.
+    (``name``, ``shards``, ``shard_count``, ``dir``, ``output_dirs``, ``server_url``, ``dump_dir``), ``online``
+    (online_plan.section: None outside an online job) and ``stamp``; a host of the online groups alone (a master,
+    a trainer) has no ``server`` and ``job`` (None). Raises PlanError naming the host, the variable and its value.
     """
+    online = dict((group, inputs(members, host)) for group, members in (online or {}).items())
+    own_online = any(host in members for members in online.values())
     hosts = inputs(hosts, host)
-    values = hosts.get(host, _Declared(host, {}, READ))
-    try:
-        server = _server(hosts, host, values)
-    except (server_address.AddressError, ServerConfigError) as exc:
-        raise PlanError('%s: %s' % (host, exc)) from None
+    if host not in hosts and own_online:
+        values = next(members[host] for members in online.values() if host in members)
+        server = job = None
+    else:
+        values = hosts.get(host, _Declared(host, {}, READ))
+        try:
+            server = _server(hosts, host, values)
+        except (server_address.AddressError, ServerConfigError) as exc:
+            raise PlanError('%s: %s' % (host, exc)) from None
+        job = _job(values, server)
     python = values.get('ml_env_python_bin') or venv_python(values.get('ml_env_path'))
-    return {'server': server, 'python': python, 'job': _job(values, server), 'stamp': STAMP}
+    try:
+        found = online_plan.section(hosts, online, host, server, job)
+    except server_address.AddressError as exc:
+        raise PlanError('%s: %s' % (host, exc)) from None
+    return {'server': server, 'python': python, 'job': job, 'online': found, 'stamp': STAMP}
 
 
 # the extraction servers: a multi-node server's other nodes are among them
@@ -235,15 +249,31 @@ def task_plan(task_vars, template):
         _LOOPS.append(_READING[-1])
         raise PlanLoop('%s reads the host plan while the plan is made of it' % _READING[-1])
     host = task_vars['inventory_hostname']
-    hosts = {}
-    if host in task_vars.get('groups', {}).get(GROUP, []):
-        hostvars = task_vars['hostvars']
-        for name in task_vars['groups'][GROUP]:
-            if name != host:
-                seen = hostvars[name]
-                hosts[name] = dict((key, seen[key]) for key in PEER_READ if key in seen)
-    hosts[host] = _task_values(host, task_vars, template)
-    return plan(hosts, host)
+    groups = task_vars.get('groups', {})
+    own = _task_values(host, task_vars, template)
+    # a host outside the group (molecule's, a play of its own) is a one-node server of its own
+    hosts = _peers(task_vars, GROUP, host) if host in groups.get(GROUP, []) else {}
+    if host in groups.get(GROUP, []) or not any(host in groups.get(group, []) for group in online_plan.GROUPS):
+        hosts[host] = own
+    online = {}
+    # the online groups' hosts only where the inventory has an online job (a files-mode run reads no more)
+    if any(groups.get(group) for group in online_plan.GROUPS):
+        for group in online_plan.GROUPS:
+            online[group] = _peers(task_vars, group, host)
+            if host in groups.get(group, []):
+                online[group][host] = own
+    return plan(hosts, host, online)
+
+
+def _peers(task_vars, group, host):
+    """PEER_READ's values of the group's other hosts, as their hostvars hold them."""
+    hostvars = task_vars['hostvars']
+    found = {}
+    for name in task_vars.get('groups', {}).get(group, []):
+        if name != host:
+            seen = hostvars[name]
+            found[name] = dict((key, seen[key]) for key in PEER_READ if key in seen)
+    return found
 
 
 def _task_values(host, task_vars, template):

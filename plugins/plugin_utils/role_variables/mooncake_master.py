@@ -113,25 +113,25 @@ VARIABLES = (
         comment=(
             'The address the master and the segment bind and advertise; empty: ansible_host.\n'
             'A container reached through pct must set it.'),
-        group=True),
+        group=True, peer=True),
     Variable(
         'mooncake_master_rpc_port', 'int', 35551,
         description="The master's RPC port (C(--rpc_port)), 1 to 65535: the clients' C(master_server_address).",
-        rule=number(1, 65535)),
+        rule=number(1, 65535), peer=True),
     Variable(
         'mooncake_master_metadata_port', 'int', 35880,
         description=(
             "The master's HTTP metadata server's port (C(--http_metadata_server_port)), 1 to 65535: the clients' "
             'C(metadata_server) is C(http://HOST:PORT/metadata).'),
-        rule=number(1, 65535)),
+        rule=number(1, 65535), peer=True),
     Variable(
         'mooncake_master_metrics_port', 'int', 35903,
         description="The master's metrics port (C(--metrics_port)), 1 to 65535: Prometheus text at C(/metrics).",
-        rule=number(1, 65535)),
+        rule=number(1, 65535), peer=True),
     Variable(
         'mooncake_master_segment_port', 'int', 50052,
         description="The segment holder's (C(mooncake_client)'s) service port (C(--port)), 1 to 65535.",
-        rule=number(1, 65535)),
+        rule=number(1, 65535), peer=True),
     Variable(
         'mooncake_master_segment_bytes', 'int', 32 << 30,
         description=[

@@ -38,6 +38,17 @@ ENTRY_POINTS = (
 )
 
 VARIABLES = (
+    Variable('online_training_job', 'str', 'extraction',
+             description=('The online job this host trains from: its servers are the extraction servers with '
+                          'C(extraction_job_mode=online) and this C(extraction_job_name).'),
+             rule=pattern(re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.]{0,63}'), "an extraction_job_name (letters, digits, "
+                                                                          "_ and .)"),
+             peer=True),
+    Variable('online_training_mooncake_master', 'str', '',
+             description=('The inventory name of the Mooncake master\'s host (a host of the group '
+                          'C(mooncake_masters)). Required.'),
+             rule=pattern(re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}'), 'an inventory host name', empty=True),
+             peer=True),
     Variable('online_training_run_id', 'str', 'eagle3-online',
              description="SpecForge's C(run_id): names the checkpoints and the Mooncake namespace.",
              rule=pattern(RUN_ID, 'letters, digits, ".", "_" and "-", up to 128'),

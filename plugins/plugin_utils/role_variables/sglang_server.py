@@ -271,7 +271,7 @@ VARIABLES = (
                 'this dict wins, a null value drops a default. Rendered sorted by name.'),
         ],
         rule=Rule(_server_config(_env_over_defaults), 'NAME: value (null drops a default)', whole_message=True),
-        plan=True,
+        plan=True, peer=True,
         comment="Environment= lines, merged over the role's defaults (this dict wins; null drops a default)."),
     Variable(
         'sglang_server_api_key', 'str', '',
