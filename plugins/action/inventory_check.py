@@ -16,6 +16,7 @@ from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection i
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
     cross_host_errors, host_value_errors, inventory_host_errors, load_specs, rollout_errors)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.host_plan import PlanError, plan
+from ansible_collections.eagle3.extraction.plugins.plugin_utils import online_plan
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import layout_errors
 
 
@@ -23,6 +24,8 @@ class ActionModule(ControllerCheck):
     ARGUMENT_SPEC = {
         'hosts': {'type': 'list', 'elements': 'str', 'required': True},
         'hypervisors': {'type': 'list', 'elements': 'str', 'required': True},
+        # the online mode's hosts by group (online_plan.GROUPS): the Mooncake masters and the trainers
+        'online': {'type': 'dict', 'default': {}},
         'rollout': {'type': 'dict', 'default': {}, 'options': {
             'extract_serial': {'type': 'raw', 'default': '100%'},
             'extract_max_fail_percentage': {'type': 'raw', 'default': 100},
@@ -39,21 +42,18 @@ class ActionModule(ControllerCheck):
         if not args['hosts']:
             errors.append('the inventory has no host in the extraction_servers group')
         for host in args['hosts']:
-            values[host] = {}
-            host_vars = hostvars[host]
-            for name in sorted(names):
-                if name not in host_vars:
-                    continue
-                try:
-                    values[host][name] = host_vars[name]
-                except AnsibleUndefinedVariable:
-                    # refers to a fact a role sets later (ml_env_python_bin...): checked when the role starts
-                    unresolved.append('%s - %s' % (host, name))
-                except AnsibleError as exc:
-                    errors.append('%s: %s cannot be read: %s' % (host, name, exc.message))
+            values[host] = _values(host, hostvars, names, unresolved, errors)
             errors.extend('%s: %s' % (host, error) for error in host_value_errors(specs, values[host]))
             errors.extend(inventory_host_errors(host, values[host], hostvars))
         errors.extend(cross_host_errors(values, args['hypervisors']))
+        online = {}
+        for group in online_plan.GROUPS:
+            online[group] = {}
+            for host in (args['online'] or {}).get(group) or []:
+                own = values[host] if host in values else _values(host, hostvars, names, unresolved, errors)
+                if host not in values:
+                    errors.extend('%s: %s' % (host, error) for error in host_value_errors(specs, own))
+                online[group][host] = own
         rollout = args['rollout'] or {}
         errors.extend(layout_errors(values, rollout.get('extract_serial', '100%')))
         errors.extend(rollout_errors(rollout.get('extract_serial', '100%'),
@@ -61,10 +61,13 @@ class ActionModule(ControllerCheck):
                                      rollout.get('extract_reclaim', True), rollout.get('extract_force', False)))
         reached = _with_connection(values, hostvars)
         errors.extend(_connection_errors(reached, hostvars))
+        online = dict((group, _with_connection(members, hostvars)) for group, members in online.items())
+        errors.extend(online_plan.errors(reached, online))
         plans = {}
         if not errors:
-            plans, errors = _plans(reached)
+            plans, errors = _plans(reached, online)
         result.update(changed=False, hosts=len(args['hosts']), unresolved=unresolved, plans=plans,
+                      online=online_plan.in_use(reached, online) if not errors else {},
                       dataset_hosts=_dataset_hosts(args['hosts'], values, unresolved))
         if errors:
             result.update(failed=True, errors=errors,
@@ -81,16 +84,34 @@ def _dataset_hosts(hosts, values, unresolved):
             if values[host].get('extraction_job_dataset') or '%s - extraction_job_dataset' % host in unresolved]
 
 
-def _plans(seen):
-    """{host: its plan} of every host, and the messages of those that have none.
+def _values(host, hostvars, names, unresolved, errors):
+    """The host's values of the roles' variables that it sets."""
+    found = {}
+    host_vars = hostvars[host]
+    for name in sorted(names):
+        if name not in host_vars:
+            continue
+        try:
+            found[name] = host_vars[name]
+        except AnsibleUndefinedVariable:
+            # refers to a fact a role sets later (ml_env_python_bin...): checked when the role starts
+            unresolved.append('%s - %s' % (host, name))
+        except AnsibleError as exc:
+            errors.append('%s: %s cannot be read: %s' % (host, name, exc.message))
+    return found
+
+
+def _plans(seen, online):
+    """{host: its plan} of every host (the servers', then the online mode's own hosts'), and the messages of those
+    that have none.
 
     Asked only of an inventory the rules above passed, so that a bad port is named once; what they
     let through and no plan can be made of (a host that is not an address) is named here.
     """
     plans, errors = {}, []
-    for host in seen:
+    for host in list(seen) + sorted(set(h for members in online.values() for h in members) - set(seen)):
         try:
-            plans[host] = plan(seen, host)
+            plans[host] = plan(seen, host, online)
         except PlanError as exc:
             errors.append(str(exc))
     return plans, errors

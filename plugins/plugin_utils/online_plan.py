@@ -110,6 +110,8 @@ def section(servers, online, host, server_plan=None, job_plan=None):
         job = _given(trainers[host], 'online_training', 'online_training_job')
     else:
         return None
+    if not online_servers(servers, job):
+        return None   # a trainer of a job in the files mode: idle
     found = trainers_of(online, job)
     if len(found) != 1:
         return None   # errors() names it; a plan is made of a valid inventory only
@@ -162,12 +164,14 @@ def errors(servers, online):
     trainers = online.get(TRAINERS, {})
     masters = online.get(MASTERS, {})
     jobs = sorted(set(job_name(values) for values in servers.values() if mode(values) == 'online'))
+    every_job = sorted(set(job_name(values) for values in servers.values()))
     for trainer, values in sorted(trainers.items()):
         job = _given(values, 'online_training', 'online_training_job')
+        if job not in every_job:
+            found.append('%s: online_training_job=%s names no job of the extraction servers (%s)'
+                         % (trainer, show(job), ', '.join(every_job) or 'none'))
         if job not in jobs:
-            found.append('%s: online_training_job=%s names no job of extraction servers in online mode (their '
-                         'extraction_job_name with extraction_job_mode=online: %s)'
-                         % (trainer, show(job), ', '.join(jobs) or 'none'))
+            continue   # a job in the files mode: its trainer has nothing to do (in_use() leaves it out)
         master = _given(values, 'online_training', 'online_training_mooncake_master')
         if master not in masters:
             found.append('%s: online_training_mooncake_master=%s is not a host of the group %s (%s)'
@@ -183,6 +187,17 @@ def errors(servers, online):
         found.extend(_reach_errors(job, hosts, servers, named, trainers, masters))
     found.extend(_port_errors(servers, masters))
     return found
+
+
+def in_use(servers, online):
+    """{group: [host]}: the masters and trainers some online job of ``servers`` uses (extract.yml brings up these
+    alone: a trainer of a job in the files mode, or a master no trainer names, has nothing to do)."""
+    jobs = set(job_name(values) for values in servers.values() if mode(values) == 'online')
+    trainers = sorted(host for host, values in online.get(TRAINERS, {}).items()
+                      if _given(values, 'online_training', 'online_training_job') in jobs)
+    masters = sorted(set(_given(online[TRAINERS][host], 'online_training', 'online_training_mooncake_master')
+                         for host in trainers) & set(online.get(MASTERS, {})))
+    return {MASTERS: masters, TRAINERS: trainers}
 
 
 def _shared_errors(job, hosts, servers):

@@ -114,7 +114,7 @@ VARIABLES = (
             'the output subdir. Another dataset needs another name.'),
         rule=pattern(JOB_NAME, 'letters, digits, _ and . (up to 64, not starting with .; no -: a rid is '
                                '<name>-<sample id>)'),
-        plan=True,
+        peer=True,
         comment="The job's name: the rid prefix (<name>-<sample id>) and the output subdir. No '-'."),
     Variable(
         'extraction_job_mode', 'str', 'files',

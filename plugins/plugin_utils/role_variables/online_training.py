@@ -126,9 +126,6 @@ VARIABLES = (
     Variable('online_training_mooncake_metadata_server', 'str', '',
              description="Mooncake's metadata URL, C(http://<master>:<port>/metadata); from the host's plan.",
              rule=pattern(re.compile(URL.pattern + '/metadata'), 'http://host:port/metadata', empty=True)),
-    Variable('online_training_mooncake_master', 'str', '',
-             description="Mooncake master's RPC C(host:port); from the host's plan.",
-             rule=pattern(HOST_PORT, 'host:port', empty=True)),
     Variable('online_training_mooncake_local_hostname', 'str', '127.0.0.1',
              description="The address the peers reach this host at (C(MOONCAKE_LOCAL_HOSTNAME), "
                          "C(MC_TCP_BIND_ADDRESS)); from the host's plan.",
