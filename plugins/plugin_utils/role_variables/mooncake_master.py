@@ -55,6 +55,11 @@ ENTRY_POINTS = (
             'A second run changes nothing. Supports check mode.',
             'Sets the fact C(mooncake_master_deployed): the units, the addresses the clients give Mooncake.',
         ]),
+    EntryPoint(
+        'stop', (
+            'Stop the segment holder, then the master (what the store held is gone: an online run redoes the '
+            'prompts whose features it held and the trainer had not consumed)'),
+        options={}),
 )
 
 VARIABLES = (
