@@ -85,7 +85,7 @@ ENTRY_POINTS = (
                 'C(<extraction_job_gateway_unit>@<name>.service), starts it and waits for its C(/health).'),
         ]),
     EntryPoint(
-        'stop', "Stop every shard unit and capture gateway of the job's role on this host",
+        'stop', 'Stop every shard unit and capture gateway of the job on this host',
         options={'extraction_job_unit': {}, 'extraction_job_gateway_unit': {}}),
     EntryPoint(
         'start', 'Start the units of the given shards on this host (each resumes and redoes what is missing)',
