@@ -95,9 +95,10 @@ def _different_ports(names, what):
 
 
 def _dataset_on_the_controller(values):
-    """The dataset is copied from the controller (where both checks run) unless it is on the host."""
+    """The dataset is copied from the controller (where both checks run) unless it is on the host; the online mode
+    reads none (SpecForge's producer owns the dataset), so a dataset left in the inventory is not looked at."""
     dataset, on_host = values['extraction_job_dataset'], values['extraction_job_dataset_on_host']
-    if dataset == '' or boolean(on_host, strict=False):
+    if dataset == '' or boolean(on_host, strict=False) or values['extraction_job_mode'] == 'online':
         return None
     if not os.path.isfile(dataset):
         return ('extraction_job_dataset=%s is not a file on the controller; give the path of the JSON Lines dataset '
@@ -126,7 +127,8 @@ CROSS_RULES = (
     _different_ports(('mooncake_master_rpc_port', 'mooncake_master_metadata_port', 'mooncake_master_metrics_port',
                       'mooncake_master_segment_port'),
                      "the master's RPC, metadata and metrics servers and the segment holder"),
-    CrossRule(('extraction_job_dataset', 'extraction_job_dataset_on_host'), _dataset_on_the_controller),
+    CrossRule(('extraction_job_dataset', 'extraction_job_dataset_on_host', 'extraction_job_mode'),
+              _dataset_on_the_controller),
 )
 
 

@@ -82,8 +82,8 @@ def test_a_new_option_gets_its_row_with_type_choices_and_default(ml_env):
 
 def test_other_entry_points_are_listed_with_their_variables():
     readme = (REPO / 'roles' / 'extraction_job' / 'README.md').read_text()
-    assert ('- `tasks_from: stop`: Stop every shard unit of the job on this host; of the variables above: '
-            '`extraction_job_unit`.') in readme
+    assert ('- `tasks_from: stop`: Stop every shard unit and capture gateway of the job on this host; of the '
+            'variables above: `extraction_job_unit`, `extraction_job_gateway_unit`.') in readme
 
 
 def test_an_entry_point_with_other_options_gets_its_own_table(ml_env):

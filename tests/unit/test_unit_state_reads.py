@@ -1,7 +1,8 @@
 """A unit's state has one reader: server_health. No task runs `systemctl show`; extract.yml reads the
 server unit's state once (sglang_server's tasks_from: unit_state) and gpu_check, the reclamation and
 stop go by that result (sglang_server_unit_state); the only other look before the start is the wait's
-baseline (its restarts and log size) in run.yml. Whether a unit runs is decided by one function,
+baseline (its restarts and log size) in run.yml, and the capture gateway's baseline and wait (extraction_job's
+gateway.yml). Whether a unit runs is decided by one function,
 module_utils/server_probe.unit_running: the tasks read server_health's `running`, the job's units go
 through the modules and the filter that call it."""
 
@@ -48,6 +49,10 @@ def test_the_unit_state_is_read_once_and_the_others_read_that_result():
     readers = ['%s: %s' % (path.relative_to(REPO), task['name']) for path, task in every_task()
                if action(task) == 'eagle3.extraction.server_health']
     assert sorted(readers) == [
+        # the online mode's capture gateway: its wait's baseline and its wait (one unit, no multi-node peers)
+        "roles/extraction_job/tasks/gateway.yml: Read the gateway unit's state, its restarts and its log's size before "
+        'the start',
+        "roles/extraction_job/tasks/gateway.yml: Wait for the gateway's /health to answer 200",
         "roles/sglang_server/tasks/run.yml: Read the unit's state, its restarts and the log's size before the start",
         "roles/sglang_server/tasks/unit_state.yml: Read the unit's state (whether it exists, whether it runs)",
     ]

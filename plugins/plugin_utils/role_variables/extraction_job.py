@@ -25,6 +25,10 @@ JOB_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.]{0,63}')
 TEMPLATE_UNIT_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9:_.-]{0,200}(?<!\.service)')
 URL = re.compile(r'https?://[^\s/?#]+[^\s]*')
 SHARDS_MAX = 100000
+# the gateway's Mooncake transfer buffer (gateway_config.py takes 0 to 1 TiB; under 16 MiB no feature of a long
+# prompt fits a transfer)
+MIN_BUFFER_BYTES = 16 << 20
+MAX_BUFFER_BYTES = 1 << 40
 
 
 def _shard_count(value):
@@ -48,6 +52,12 @@ def _shard_indexes(value):
     return None
 
 
+def _whole_buffer_bytes(value):
+    if isinstance(value, bool) or not isinstance(value, int):
+        return 'not a whole number of bytes'
+    return None if MIN_BUFFER_BYTES <= value <= MAX_BUFFER_BYTES else 'out of range'
+
+
 DEFAULTS_HEADER = ()
 
 ENTRY_POINTS = (
@@ -68,10 +78,15 @@ ENTRY_POINTS = (
             (
                 'Re-running resumes: exactly the samples not done are sent. C(playbooks/status.yml) shows '
                 'progress, C(playbooks/verify.yml) proves the output, C(tasks_from: stop) stops every shard unit.'),
+            (
+                'With O(extraction_job_mode=online) there is no dataset and no shard unit: the role installs the '
+                "same package, checks that Mooncake's client (C(mooncake.store)) imports in the venv, writes the "
+                "capture gateway's config from the host plan's C(online) section and a template unit "
+                'C(<extraction_job_gateway_unit>@<name>.service), starts it and waits for its C(/health).'),
         ]),
     EntryPoint(
-        'stop', 'Stop every shard unit of the job on this host',
-        options={'extraction_job_unit': {}}),
+        'stop', 'Stop every shard unit and capture gateway of the job on this host',
+        options={'extraction_job_unit': {}, 'extraction_job_gateway_unit': {}}),
     EntryPoint(
         'start', 'Start the units of the given shards on this host (each resumes and redoes what is missing)',
         options={
@@ -90,10 +105,26 @@ ENTRY_POINTS = (
 
 VARIABLES = (
     Variable(
+        'extraction_job_mode', 'str', 'files',
+        description=[
+            (
+                'C(files): the job sends its shard of O(extraction_job_dataset) and drains the dumps into SpecForge '
+                'files. C(online) (training while extracting): no dataset and no shard units; a capture gateway '
+                "beside the server (C(<extraction_job_gateway_unit>@<name>)) serves SpecForge's producer and puts "
+                "each prompt's features into Mooncake (the host plan's C(online) section says where)."),
+            'The same on every server of a job: the host plan reads it of every host.',
+        ],
+        choices=['files', 'online'], peer=True,
+        comment=(
+            'files: the job makes SpecForge files of the dataset; online: a capture gateway serves\n'
+            "SpecForge's producer, the features go into Mooncake (no dataset here). The same on every server\n"
+            'of a job.')),
+    Variable(
         'extraction_job_dataset', 'str', '',
         description=(
             'The dataset, JSON Lines (README "Running an extraction"): a path on the controller, copied to each '
-            'host (or on the host with O(extraction_job_dataset_on_host)). Required.'),
+            'host (or on the host with O(extraction_job_dataset_on_host)). Required in the C(files) mode; the '
+            "C(online) mode has none (SpecForge's producer owns the dataset)."),
         comment=(
             'The dataset (JSON Lines: id + input_ids + loss_mask, or id + conversations), a path on\n'
             'the controller copied to each host; with extraction_job_dataset_on_host, a path on the host.')),
@@ -233,7 +264,7 @@ VARIABLES = (
         comment='Sending.'),
     Variable(
         'extraction_job_request_timeout', 'float', 600,
-        description='Seconds one request may take.',
+        description="Seconds one request to the server may take (the online mode's gateway's too).",
         rule=number(1, 86400, 'seconds')),
     Variable(
         'extraction_job_max_attempts', 'int', 8,
@@ -243,7 +274,9 @@ VARIABLES = (
         rule=number(1, 1000)),
     Variable(
         'extraction_job_ack_timeout', 'float', 600,
-        description='Seconds after a 200 before a missing dump counts as lost and the sample is sent again.',
+        description=(
+            'Seconds after a 200 before a missing dump counts as lost and the sample is sent again (the online '
+            "mode's gateway answers that prompt's row with an error: the producer leases it again)."),
         rule=number(1, 86400, 'seconds')),
     Variable(
         'extraction_job_drain_workers', 'int', 4,
@@ -314,6 +347,50 @@ VARIABLES = (
         'extraction_job_restart_sec', 'int', 30,
         description='Seconds before systemd restarts an incomplete job (it resumes).',
         rule=number(0, 86400, 'seconds')),
+    Variable(
+        'extraction_job_gateway_port', 'int', 30100,
+        description=(
+            "The online mode: the capture gateway's port, 1 to 65535, on the server's bind host; SpecForge's "
+            'producer calls C(http://<address>:<port>) (the host plan\'s C(online.server_urls)).'),
+        rule=number(1, 65535), peer=True,
+        comment="The online mode's capture gateway: its port (the producer's server_urls) and unit.",
+        group=True),
+    Variable(
+        'extraction_job_gateway_unit', 'str', 'eagle3-capture-gateway',
+        description=(
+            'The online mode: the gateway\'s systemd template unit, without C(@.service); its instance is the '
+            "job's name."),
+        rule=pattern(TEMPLATE_UNIT_NAME, "a template unit's name without @.service: letters, digits and :_.-"),
+        plan=True),
+    Variable(
+        'extraction_job_gateway_store_threads', 'int', 8,
+        description=(
+            "The online mode: the gateway's threads that load and check dumps and put them into Mooncake "
+            '(the prompts it stores at once).'),
+        rule=number(1, 256)),
+    Variable(
+        'extraction_job_gateway_max_prompts', 'int', 1024,
+        description="The online mode: the most prompts one producer request may hold (a larger one gets 400).",
+        rule=number(1, 65536)),
+    Variable(
+        'extraction_job_gateway_local_buffer_bytes', 'int', 512 << 20,
+        description=(
+            "The online mode: the gateway's Mooncake client's local transfer buffer, in bytes (a whole number, "
+            '16 MiB to 1 TiB). The client mounts no segment: the features go to the master host\'s.'),
+        rule=Rule(_whole_buffer_bytes, 'a whole number of bytes from %d (16 MiB) to %d (1 TiB)'
+                  % (MIN_BUFFER_BYTES, MAX_BUFFER_BYTES))),
+    Variable(
+        'extraction_job_gateway_stop_timeout', 'float', 120,
+        description=(
+            'The online mode: seconds a stopped gateway gives the prompts in flight to reach the store before it '
+            'ends (their dumps stay, unanswered; the producer leases them again).'),
+        rule=number(1, 86400, 'seconds')),
+    Variable(
+        'extraction_job_gateway_ready_timeout', 'int', 300,
+        description=(
+            "The online mode: seconds the role waits for the gateway's C(/health) to answer 200 (its server "
+            'answers and its Mooncake client is set up) before it fails, naming the unit and its last log lines.'),
+        rule=number(1, 86400, 'seconds')),
     Variable(
         'extraction_job_state', 'str', 'started',
         description='C(started) (re)starts each shard unit (a finished shard exits at once), C(stopped) stops them.',

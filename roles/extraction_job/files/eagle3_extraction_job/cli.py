@@ -1,7 +1,8 @@
 # Copyright: eagle3.extraction contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Command line: ``python -m eagle3_extraction_job run --config /etc/eagle3-extraction/job.json``
-(``gateway --config FILE``: the online mode's capture gateway, :mod:`eagle3_extraction_job.gateway`).
+(``gateway --config FILE``: the online mode's capture gateway, :mod:`eagle3_extraction_job.gateway`;
+``gateway-check --config FILE``: its config, key file and libraries, as the role checks them).
 
 Exit status: 0 every sample of the shard is done; 1 some are not (systemd restarts
 the unit, and the restart resumes); 2 refused to start (bad config, not enough
@@ -24,6 +25,9 @@ def main(argv=None):
     check.add_argument("--config", required=True, help="the job's JSON config")
     serve = sub.add_parser("gateway", help="serve SpecForge's server-capture requests (online mode)")
     serve.add_argument("--config", required=True, help="the gateway's JSON config")
+    serve_check = sub.add_parser("gateway-check", help="check the gateway's config, key file and "
+                                                       "libraries (Mooncake's client); serve nothing")
+    serve_check.add_argument("--config", required=True, help="the gateway's JSON config")
     args = parser.parse_args(argv)
     if args.command == "gateway":
         from eagle3_extraction_job import gateway  # pylint: disable=import-outside-toplevel
@@ -31,6 +35,8 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(asctime)s %(levelname)s %(message)s")
     log = logging.getLogger("eagle3_extraction_job")
+    if args.command == "gateway-check":
+        return check_gateway(args.config, log)
     try:
         cfg = config.load(args.config)
         api_key = config.read_api_key(cfg.api_key_file)
@@ -63,6 +69,27 @@ def check_environment(cfg, log):
             space.hidden_size_from_model(cfg.model_path)
         except (OSError, ValueError) as exc:
             problems.append(f"hidden size unknown: hidden_size is 0 and {exc}")
+    for problem in problems:
+        log.error("%s", problem)
+    return job.EXIT_REFUSED if problems else 0
+
+
+def check_gateway(path, log):
+    """What the gateway's unit needs before it can serve: its config, its key file, and torch,
+    aiohttp and Mooncake's client imported as the gateway imports them."""
+    import importlib  # pylint: disable=import-outside-toplevel
+    from eagle3_extraction_job import gateway_config  # pylint: disable=import-outside-toplevel
+    try:
+        config.read_api_key(gateway_config.load(path).api_key_file)
+    except (OSError, config.ConfigError) as exc:
+        log.error("refused: %s", exc)
+        return job.EXIT_REFUSED
+    problems = []
+    for name in ("torch", "aiohttp", "mooncake.store"):
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            problems.append(f"cannot import {name}: {exc}")
     for problem in problems:
         log.error("%s", problem)
     return job.EXIT_REFUSED if problems else 0

@@ -19,6 +19,13 @@ layers sglang captures after its +1 (2,30,58): SpecForge's own server patch answ
 ``--spec-capture-aux-layer-ids`` the same way, and its contract compares them with the
 draft's ids.
 
+At start, the dumps of this job that an earlier gateway process left in the dump dir are
+deleted (one log line; ``unanswered_dumps_deleted`` in ``/status``). This is the one place a
+dump is deleted without being elsewhere, and why that is safe: such a dump was never answered,
+so nothing was promised for it (the producer never got its keys, and leases the prompt again
+to a gateway); in the online mode the store, not the disk, is where a sample is safe, and no
+other process reads these dumps (each is named after a token only its gateway knew).
+
 ``GET /health``: 200 only when the SGLang server's ``/health`` is and the Mooncake client is
 set up. ``GET /status`` (also ``/metrics``): counters as JSON. SIGTERM: no new request is
 taken (503), the prompts in flight finish (within ``stop_timeout``), then the process ends.
@@ -27,6 +34,7 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -42,6 +50,9 @@ log = logging.getLogger("eagle3_extraction_job.gateway")
 MOONCAKE_RETRY_S = 5.0
 HEALTH_TIMEOUT_S = 10.0
 LAST_ERRORS = 5
+# the token of each of the gateway's rids (uuid4().hex): its dumps' names, told apart from a files-mode
+# job's sample ids
+TOKEN_RE = re.compile(r"[0-9a-f]{32}")
 
 
 class Gateway:  # pylint: disable=too-many-instance-attributes
@@ -56,7 +67,7 @@ class Gateway:  # pylint: disable=too-many-instance-attributes
         self.stopping = False
         self.in_flight = set()     # the prompts being served (tasks), cancelled by nothing
         self.counters = {"batches": 0, "prompts_served": 0, "prompts_failed": 0,
-                         "bytes_put": 0, "dumps_failed": 0}
+                         "bytes_put": 0, "dumps_failed": 0, "unanswered_dumps_deleted": 0}
         self.last_errors = []
         self.started_at = time.time()
         torch.set_num_threads(1)   # the threads are the parallelism (as the drain's)
@@ -108,6 +119,31 @@ class Gateway:  # pylint: disable=too-many-instance-attributes
         self.last_errors = (self.last_errors + [f"{sample_id}: {message}"])[-LAST_ERRORS:]
         log.warning("%s (rid %s): %s", sample_id, rid or "-", message)
         return {"text": "", "meta_info": {"id": rid, "spec_capture": {"error": message}}}
+
+    def delete_unanswered_dumps(self):
+        """Delete the dumps of this job that an earlier gateway process left (killed, or stopped
+        past its ``stop_timeout``): unanswered, so the producer leases their prompts again (the
+        module's docstring says why this deletion is safe). Returns how many were deleted."""
+        deleted = 0
+        try:
+            entries = list(os.scandir(self.cfg.dump_dir))
+        except FileNotFoundError:
+            entries = []
+        for entry in entries:
+            token = names.sample_id_from_dump(self.cfg.job, entry.name)
+            if token is None or not TOKEN_RE.fullmatch(token) or not entry.is_file(follow_symlinks=False):
+                continue
+            try:
+                os.unlink(entry.path)
+                deleted += 1
+            except FileNotFoundError:
+                pass
+        self.counters["unanswered_dumps_deleted"] = deleted
+        if deleted:
+            log.warning("deleted %d dumps of job %s left unanswered in %s by an earlier gateway "
+                        "(the producer leases their prompts again)", deleted, self.cfg.job,
+                        self.cfg.dump_dir)
+        return deleted
 
     # -- HTTP -----------------------------------------------------------------------
 
@@ -194,6 +230,7 @@ class Gateway:  # pylint: disable=too-many-instance-attributes
             connector=aiohttp.TCPConnector(limit=self.cfg.max_prompts))
         self.client = sender.Sender(self.session, self.cfg.server_url, self.cfg.job,
                                     api_key=self.api_key, request_timeout=self.cfg.request_timeout)
+        self.delete_unanswered_dumps()
         runner = web.AppRunner(self.app(), access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, self.cfg.listen_host, self.cfg.listen_port)

@@ -133,6 +133,16 @@ BAD = {
     # a fraction of the shard's size (the job checks 0 to 1)
     'extraction_job_space_margin': [-0.1, 11, 1.5, 10],
     'extraction_job_restart_sec': [-1, 86401, 'inf'],
+    'extraction_job_mode': ['offline', 'ONLINE', '', ['online']],
+    'extraction_job_gateway_port': [0, 65536, -1, 'http', True, 30100.5],
+    # the role writes <unit>@.service, as for the shard units
+    'extraction_job_gateway_unit': ['two words', 'a/b', '', 'a@b', 'gateway.service', 'x\n'],
+    'extraction_job_gateway_store_threads': [0, 257, 'many'],
+    'extraction_job_gateway_max_prompts': [0, 65537],
+    # a whole number of bytes from 16 MiB: never '512 MB' or a float
+    'extraction_job_gateway_local_buffer_bytes': [(16 << 20) - 1, 0, -1, '512 MB', 536870912.5, True, (1 << 40) + 1],
+    'extraction_job_gateway_stop_timeout': [0, -1, 86401, NAN],
+    'extraction_job_gateway_ready_timeout': [0, 86401, 'soon'],
     'extraction_job_chat_ignore_tokens': [['esc\x1bape'], ['<think>\r\n']],
     'mooncake_master_venv': ['relative/env', '/usr', '/root/a b'],
     'mooncake_master_python': ['python3'],
@@ -205,6 +215,10 @@ GOOD = {
     'extraction_job_shard_indexes': [[0], [2, 0], ['1']],
     'extraction_job_server_url': ['http://127.0.0.1:30000', 'https://[::1]:8443/', 'http://node-a:30000'],
     'extraction_job_shm_high': [0.7],
+    'extraction_job_mode': ['files', 'online'],
+    'extraction_job_gateway_port': [1, 30100, '30100', 65535],
+    'extraction_job_gateway_unit': ['eagle3-capture-gateway', 'gw_2'],
+    'extraction_job_gateway_local_buffer_bytes': [16 << 20, '536870912', 1 << 40],
     # SpecForge's templates as they are: qwen, llama3 (its system prompt has blank lines), phi3
     'extraction_job_chat_assistant_header': ['<|im_start|>assistant\n',
                                              '<|start_header_id|>assistant<|end_header_id|>\n\n'],
@@ -353,6 +367,10 @@ def test_good_rollout_values_pass(serial):
      'mooncake_master_metadata_port=35880 is the same port as mooncake_master_rpc_port=35880'),
     ({'mooncake_master_segment_port': 35903}, 'mooncake_master_segment_port=35903 is the same port as '
                                               'mooncake_master_metrics_port=35903'),
+    # the files mode reads the dataset from the controller: it must be a file there
+    ({'extraction_job_dataset': '/nonexistent/eagle3.jsonl'}, "extraction_job_dataset='/nonexistent/eagle3.jsonl' is "
+                                                              'not a file on the controller'),
+    ({'extraction_job_dataset': '/nonexistent/eagle3.jsonl', 'extraction_job_mode': 'files'}, 'not a file'),
 ])
 def test_a_rule_between_variables_is_named(values, expected):
     role = ROLE_OF[sorted(values)[0]]
@@ -369,6 +387,9 @@ def test_a_rule_between_variables_is_named(values, expected):
     {'ml_env_wheelhouse_src': '/srv/wheels', 'ml_env_wheelhouse': '/root/wheels'},
     {'mooncake_master_wheelhouse_src': '/srv/wheels', 'mooncake_master_wheelhouse': '/root/wheels'},
     {'mooncake_master_rpc_port': 35552, 'mooncake_master_segment_port': 35551},
+    # the online mode reads no dataset (SpecForge's producer owns it): one left in the inventory is not looked at
+    {'extraction_job_mode': 'online'},
+    {'extraction_job_mode': 'online', 'extraction_job_dataset': '/nonexistent/eagle3.jsonl'},
 ])
 def test_values_that_keep_the_rules_between_variables_pass(values):
     assert role_value_errors(SPECS[ROLE_OF[sorted(values)[0]]], values) == []
