@@ -40,7 +40,10 @@ VMID_BASE = 500000
 
 # the rules between a variable and the inventory (a node of rank 1 needs a rank 0 node, a vmid is one
 # container on its node) only inventory_check can see: their good values here are those of one container
-GOOD_OVERRIDES = {'sglang_server_node_rank': [0, '0'], 'proxmox_container_vmid': [100, 471, '472', 999999999]}
+# (an online job is good only with its trainer and master hosts beside it: the cross-host rules of
+# plugins/plugin_utils/online_plan.py, tests/unit/plugins/plugin_utils/test_online_plan.py)
+GOOD_OVERRIDES = {'sglang_server_node_rank': [0, '0'], 'proxmox_container_vmid': [100, 471, '472', 999999999],
+                  'extraction_job_mode': ['files']}
 
 BAD = [{name: value} for name, value in CASES_MODULE.CASES] + [
     {'extraction_job_name': 'sharegpt-v2'},            # rid <name>-<id>: the job refuses a '-'

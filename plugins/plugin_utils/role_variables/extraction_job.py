@@ -148,22 +148,6 @@ VARIABLES = (
         peer=True,
         comment="The job's name: the rid prefix (<name>-<sample id>) and the output subdir. No '-'."),
     Variable(
-        'extraction_job_mode', 'str', 'files',
-        description=(
-            'C(files): the job writes the training set as files. C(online): SpecForge trains while it extracts; '
-            "the host runs the capture gateway (the server's side of SpecForge's server-capture contract) in "
-            'place of the job, and the trainer host (group C(online_trainers)) runs the producer and the consumer.'),
-        choices=['files', 'online'], peer=True),
-    Variable(
-        'extraction_job_gateway_port', 'int', 30100,
-        description="The online mode's capture gateway's port, on the server's bind address (the producer's URL).",
-        rule=number(1, 65535), peer=True),
-    Variable(
-        'extraction_job_gateway_unit', 'str', 'eagle3-capture-gateway',
-        description='The capture gateway\'s systemd template unit, without C(@.service); one instance per job.',
-        rule=pattern(TEMPLATE_UNIT_NAME, "a template unit's name without @.service: letters, digits and :_.-"),
-        peer=True),
-    Variable(
         'extraction_job_shard_indexes', 'raw', "{{ lookup('eagle3.extraction.host_plan').job.shards }}",
         description=(
             "This host's shards, a non-empty list of distinct indexes from 0 to O(extraction_job_shard_count) - 1. "
