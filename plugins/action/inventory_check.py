@@ -78,10 +78,11 @@ class ActionModule(ControllerCheck):
 
 
 def _dataset_hosts(hosts, values, unresolved):
-    """The hosts given a dataset (extraction_job_dataset set, or a template not resolved yet): extract.yml's
-    dataset play runs on them alone."""
+    """The hosts given a dataset (extraction_job_dataset set, or a template not resolved yet) in the files mode:
+    extract.yml's dataset play runs on them alone (the online mode has none: the producer owns the dataset)."""
     return [host for host in hosts
-            if values[host].get('extraction_job_dataset') or '%s - extraction_job_dataset' % host in unresolved]
+            if (values[host].get('extraction_job_dataset') or '%s - extraction_job_dataset' % host in unresolved)
+            and online_plan.mode(values[host]) != 'online']
 
 
 def _values(host, hostvars, names, unresolved, errors):
