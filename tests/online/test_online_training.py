@@ -101,9 +101,10 @@ def test_every_sample_is_consumed_once(tmp_path, trainer_venv, store_info, gatew
     assert len(ids) == SAMPLES and len(set(ids)) == SAMPLES, logs
     assert all(record["server"] == gateway["url"] for record in records)
     for record in records:
-        aux, last = record["features"]["aux"], record["features"]["last_hidden"]
+        # the ref's names (SpecForge's eagle3 features): the capture layers concatenated, the last hidden state
+        aux, last = record["features"]["hidden_state"], record["features"]["target"]
         assert aux["shape"][-1] == 64 * len(LAYER_IDS) and last["shape"][-1] == 64
-        assert len(aux["sha256"]) == 64
+        assert aux["shape"][1] == record["features"]["input_ids"]["shape"][1] and len(aux["sha256"]) == 64
     progress = json.loads((tmp_path / "output" / "online-test-reader" / "progress.json").read_text())
     assert progress["state"] == "done" and progress["consumed"] == SAMPLES
     control = attempt / "control" / "refs.jsonl"
