@@ -293,6 +293,10 @@ def cross_errors(options, given, converted, failed=()):
 REQUIRED = dict((name, variable.needed) for name, variable in variables.BY_NAME.items() if variable.needed)
 
 
+# what an extraction server must set: a trainer's (online_training) are checked by its own role's check
+SERVER_REQUIRED = [name for name in REQUIRED if variables.role_of(name) != 'online_training']
+
+
 def required_errors(values, names=None):
     """A message for each REQUIRED variable (of names, default all) that values lacks or holds empty."""
     return ['%s is not set; give %s' % (name, REQUIRED[name]) for name in sorted(REQUIRED)
@@ -347,7 +351,7 @@ def cross_host_errors(hosts, hypervisors):
             errors.append('%s: proxmox_container_vmid is not set; give its container id on %s' % (host, node))
         elif vmid is not None and isinstance(node, str) and node:
             placed.setdefault((node, vmid), []).append(host)
-        errors.extend('%s: %s' % (host, error) for error in required_errors(values))
+        errors.extend('%s: %s' % (host, error) for error in required_errors(values, SERVER_REQUIRED))
         tp_size = _as_int(values.get('sglang_server_tp_size'))
         gpus = _as_int(values.get('gpu_check_gpu_count'))
         if tp_size and gpus and gpus % tp_size and host not in multinode:

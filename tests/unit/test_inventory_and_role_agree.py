@@ -35,7 +35,12 @@ SPECS = role_inputs.load_specs()
 ROLE_OF = dict((name, role) for role, options in SPECS.items() for name in options)
 
 # a container the rules pass, which each case changes; its vmid is far from every case's
-BASE = {'proxmox_container_node': 'pve1', 'sglang_server_model_path': '/srv/models/m'}
+BASE = {'proxmox_container_node': 'pve1', 'sglang_server_model_path': '/srv/models/m',
+        # a trainer's inputs (online_training refuses them empty; an extraction server is not asked for them)
+        'online_training_job': 'demo', 'online_training_mooncake_master': 'mc1',
+        'online_training_target_model_path': '/srv/models/m', 'online_training_draft_config': '/srv/draft/config.json',
+        'online_training_vocab_mapping_path': '/srv/draft/vocab_mapping.pt',
+        'online_training_dataset': '/srv/data/conversations.jsonl'}
 VMID_BASE = 500000
 
 # the rules between a variable and the inventory (a node of rank 1 needs a rank 0 node, a vmid is one

@@ -4,8 +4,10 @@
 """online_training's variables, each declared once (plugin_utils/variable_record.py says what a record holds).
 
 SpecForge 0.2.0's producer and consumer (docs/online-training-specforge.md). Edit a variable here, then run
-``python lab/tools/role_files.py --write``. The computed values (server URLs, Mooncake endpoints, watermarks)
-come from the host's plan through the variables marked so in their descriptions.
+``python lab/tools/role_files.py --write``. The computed values (server URLs, Mooncake endpoints and
+environment, capture layers) are the host plan's ``online`` section (plugin_utils/host_plan.py), never
+variables of this role; the in-flight watermarks are derived from the segment's size and the longest prompt
+(plugin_utils/online_training.py).
 """
 
 from __future__ import annotations
@@ -13,14 +15,15 @@ from __future__ import annotations
 import re
 
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.value_rules import each, number, path, pattern
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_variables.extraction_job import JOB_NAME
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.variable_record import EntryPoint, Variable
 
 ROLE = 'online_training'
 DEFAULTS_HEADER = ()
 
 RUN_ID = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]{0,127}')
-URL = re.compile(r'http://[A-Za-z0-9_.-]{1,253}(:[0-9]{1,5})?')
-HOST_PORT = re.compile(r'[A-Za-z0-9_.-]{1,253}:[0-9]{1,5}')
+# an inventory host name (Ansible's own: no spaces, no control characters; kept to DNS-like names here)
+INVENTORY_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}')
 DEVICE = re.compile(r'[0-9]{1,3}')
 REQUIREMENT = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+')
 
@@ -38,31 +41,45 @@ ENTRY_POINTS = (
 )
 
 VARIABLES = (
-    Variable('online_training_job', 'str', 'extraction',
-             description=('The online job this host trains from: its servers are the extraction servers with '
-                          'C(extraction_job_mode=online) and this C(extraction_job_name).'),
-             rule=pattern(re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.]{0,63}'), "an extraction_job_name (letters, digits, "
-                                                                          "_ and .)"),
-             peer=True),
+    Variable('online_training_job', 'str', '',
+             description=("The extraction job whose servers this host trains from (their C(extraction_job_name), "
+                          "with C(extraction_job_mode=online)); the host's plan gives its gateways' URLs and capture "
+                          'layers.'),
+             rule=pattern(JOB_NAME, 'a job name: letters, digits, _ and .', empty=True), plan=True, peer=True,
+             needed='the name of the online extraction job it trains from',
+             comment="What it trains from: the plan's online section derives every URL and Mooncake setting of them."),
     Variable('online_training_mooncake_master', 'str', '',
-             description=('The inventory name of the Mooncake master\'s host (a host of the group '
-                          'C(mooncake_masters)). Required.'),
-             rule=pattern(re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}'), 'an inventory host name', empty=True),
-             peer=True),
+             description=('The inventory name of the Mooncake master host (a host of the C(mooncake_masters) '
+                          'group) whose store holds the features.'),
+             rule=pattern(INVENTORY_NAME, 'an inventory host name', empty=True), plan=True, peer=True,
+             needed='the inventory name of a host of the mooncake_masters group'),
+    Variable('online_training_consumer', 'str', 'specforge', choices=('specforge', 'reader'),
+             description=[
+                 ("What consumes the features: V(specforge) is SpecForge's trainer "
+                  '(C(specforge train --role consumer)), for a host with GPUs; V(reader) is this collection\'s '
+                  'reader (C(eagle3_online_reader)), made of SpecForge\'s consumer-side API, which reads every '
+                  'sample once, records its features\' digests under O(online_training_output_dir) and trains '
+                  'nothing (a CPU host, a test).')]),
     Variable('online_training_run_id', 'str', 'eagle3-online',
              description="SpecForge's C(run_id): names the checkpoints and the Mooncake namespace.",
-             rule=pattern(RUN_ID, 'letters, digits, ".", "_" and "-", up to 128'),
+             rule=pattern(RUN_ID, 'letters, digits, ".", "_" and "-", up to 128'), group=True,
              comment='The run and where its venv, config, attempts and checkpoints go.'),
     Variable('online_training_venv', 'str', '/opt/eagle3-online/venv',
              description='Absolute path of the venv SpecForge runs in.', rule=path()),
     Variable('online_training_requirements', 'list', [],
              description=[
                  ('Pinned requirement specs (C(name==version)) installed with C(--no-deps); empty installs the '
-                  "role's C(files/requirements-cpu.txt), the CPU set the spike found (torch 2.13.0+cpu).")],
+                  "role's C(files/requirements-cpu.txt), the CPU set the spike found (torch 2.13.0+cpu; the "
+                  "README says what a GPU trainer adds).")],
              elements='str', rule=each(pattern(REQUIREMENT, 'a pinned spec name==version'))),
     Variable('online_training_wheelhouse', 'str', '',
              description='A directory of wheels on the host: installs from it alone (C(--no-index --find-links)); '
-                         'empty uses the package index.', rule=path(empty=True)),
+                         "empty uses the package index (ml_env's O(ml_env_wheelhouse)).",
+             rule=path(empty=True)),
+    Variable('online_training_wheelhouse_src', 'str', '',
+             description=('A directory of wheels on the controller copied to O(online_training_wheelhouse) first '
+                          "(ml_env's O(ml_env_wheelhouse_src)); empty copies nothing."),
+             rule=path(empty=True)),
     Variable('online_training_config_dir', 'str', '/etc/eagle3-online',
              description='Where C(run.yaml) is written.', rule=path()),
     Variable('online_training_control_root', 'str', '/var/lib/eagle3-online',
@@ -71,23 +88,19 @@ VARIABLES = (
     Variable('online_training_output_dir', 'str', '/srv/eagle3-online/output',
              description="SpecForge's C(output_dir): checkpoints C(<run_id>-step<N>) and the units' logs.",
              rule=path()),
-    Variable('online_training_target_model_path', 'str', required=True,
+    Variable('online_training_target_model_path', 'str', '',
              description=('The target model dir: config.json, a tokenizer with a chat template, and '
                           'C(model.embed_tokens.weight) and C(lm_head.weight) in safetensors.'),
-             rule=path(), group=True, comment='The models and the data.'),
-    Variable('online_training_draft_config', 'str', required=True,
+             rule=path(empty=True), needed='the absolute path of the target model dir', group=True, comment='The models and the data.'),
+    Variable('online_training_draft_config', 'str', '',
              description="The EAGLE-3 drafter's config.json (C(LlamaForCausalLMEagle3)); its hidden size the target's.",
-             rule=path(suffixes=('.json',))),
-    Variable('online_training_vocab_mapping_path', 'str', required=True,
+             rule=path(empty=True, suffixes=('.json',)), needed="the absolute path of the drafter's config.json"),
+    Variable('online_training_vocab_mapping_path', 'str', '',
              description="The d2t/t2d vocab mapping SpecForge's disaggregated eagle3 runs require (a torch file).",
-             rule=path()),
-    Variable('online_training_aux_layer_ids', 'list', [],
-             description="The capture layers (C(model.aux_hidden_state_layer_ids)); empty: SpecForge's default. "
-                         "From the host's plan: the servers' layers.",
-             elements='int', rule=each(number(0, 4096))),
-    Variable('online_training_dataset', 'str', required=True,
+             rule=path(empty=True), needed='the absolute path of the d2t/t2d vocab mapping'),
+    Variable('online_training_dataset', 'str', '',
              description='The conversations (JSONL) the producer leases as prompts (C(data.train_data_path)).',
-             rule=path()),
+             rule=path(empty=True), needed='the absolute path of the conversations (JSONL)'),
     Variable('online_training_eval_dataset', 'str', '',
              description='An eval set (C(data.eval_data_path)); empty: none.', rule=path(empty=True)),
     Variable('online_training_chat_template', 'str', 'qwen',
@@ -119,25 +132,17 @@ VARIABLES = (
              description='A test run: allows an empty O(online_training_gpus).'),
     Variable('online_training_restart', 'bool', False,
              description='Start a new attempt although the last one finished.'),
-    Variable('online_training_server_urls', 'list', [], elements='str',
-             description="The capture gateways' URLs (C(server_urls)); from the host's plan.",
-             rule=each(pattern(URL, 'an http://host:port URL')), group=True,
-             comment="From the host's plan (derived once there)."),
-    Variable('online_training_mooncake_metadata_server', 'str', '',
-             description="Mooncake's metadata URL, C(http://<master>:<port>/metadata); from the host's plan.",
-             rule=pattern(re.compile(URL.pattern + '/metadata'), 'http://host:port/metadata', empty=True)),
-    Variable('online_training_mooncake_local_hostname', 'str', '127.0.0.1',
-             description="The address the peers reach this host at (C(MOONCAKE_LOCAL_HOSTNAME), "
-                         "C(MC_TCP_BIND_ADDRESS)); from the host's plan.",
-             rule=pattern(re.compile(r'[A-Za-z0-9_.:-]{1,253}'), 'a host name or address')),
-    Variable('online_training_mooncake_protocol', 'str', 'tcp', choices=('tcp', 'rdma'),
-             description="Mooncake's transport."),
-    Variable('online_training_in_flight_high', 'int', 256,
-             description="C(runtime.in_flight_high_watermark): samples in Mooncake before the producer pauses; "
-                         "from the host's plan (sized to the segment).", rule=number(1, 1 << 30)),
-    Variable('online_training_in_flight_low', 'int', 192,
-             description='C(runtime.in_flight_low_watermark): where it goes on; at most the high one.',
-             rule=number(0, 1 << 30)),
     Variable('online_training_producer_lease', 'int', 8,
-             description='C(runtime.producer_lease): prompts a POST carries.', rule=number(1, 4096)),
+             description='C(runtime.producer_lease): prompts a POST carries.', rule=number(1, 4096), group=True,
+             comment='The stream between the producer and the consumer.'),
+    Variable('online_training_segment_share', 'float', 0.5,
+             description=("The share of the master's segment this run's samples in flight may fill: the producer's "
+                          'C(runtime.in_flight_high_watermark) is that many bytes over the largest sample '
+                          '(O(online_training_max_length) tokens of the capture layers and the last hidden state); '
+                          'the low one three quarters of it.'),
+             rule=number(0.01, 1.0)),
+    Variable('online_training_ready_timeout', 'int', 300,
+             description=("Seconds to wait for the Mooncake master's metrics and every server URL's C(/health) "
+                          'before the units start.'),
+             rule=number(1, 86400)),
 )

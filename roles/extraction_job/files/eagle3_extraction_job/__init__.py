@@ -18,8 +18,9 @@ dataset card), ``job`` (the whole run), ``cli`` (``python -m eagle3_extraction_j
 The online mode's capture gateway (``gateway``: SpecForge's server-capture contract in
 front of the same server) reuses them: ``capture_request`` (the request, checked),
 ``capture_store`` (a dump into the store, with the drain's checks), ``mooncake_writer``
-(the Mooncake client), ``gateway_config``.
+(the Mooncake client), ``gateway_config``; ``online_reader`` reads SpecForge's ref channel on the
+trainer's side without training (a CPU host, a test).
 """
 
 # the wheel's version (pyproject.toml reads it): raise it with each release
-__version__ = "0.3.0"
+__version__ = "0.4.0"

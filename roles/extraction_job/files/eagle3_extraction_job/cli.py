@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Command line: ``python -m eagle3_extraction_job run --config /etc/eagle3-extraction/job.json``
 (``gateway --config FILE``: the online mode's capture gateway, :mod:`eagle3_extraction_job.gateway`;
-``gateway-check --config FILE``: its config, key file and libraries, as the role checks them).
+``gateway-check --config FILE``: its config, key file and libraries, as the role checks them;
+``reader --config run.yaml``: the online mode's consumer that trains nothing, :mod:`eagle3_extraction_job.online_reader`).
 
 Exit status: 0 every sample of the shard is done; 1 some are not (systemd restarts
 the unit, and the restart resumes); 2 refused to start (bad config, not enough
@@ -28,10 +29,15 @@ def main(argv=None):
     serve_check = sub.add_parser("gateway-check", help="check the gateway's config, key file and "
                                                        "libraries (Mooncake's client); serve nothing")
     serve_check.add_argument("--config", required=True, help="the gateway's JSON config")
+    read = sub.add_parser("reader", help="consume SpecForge's online ref channel, recording each sample (no training)")
+    read.add_argument("--config", required=True, help="SpecForge's run.yaml")
     args = parser.parse_args(argv)
     if args.command == "gateway":
         from eagle3_extraction_job import gateway  # pylint: disable=import-outside-toplevel
         return gateway.main(["--config", args.config])
+    if args.command == "reader":
+        from eagle3_extraction_job import online_reader  # pylint: disable=import-outside-toplevel
+        return online_reader.main(["--config", args.config])
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(asctime)s %(levelname)s %(message)s")
     log = logging.getLogger("eagle3_extraction_job")

@@ -158,6 +158,34 @@ BAD = {
     # at least 1000 ms (500 ms gave -707 LEASE_EXPIRED under load)
     'mooncake_master_kv_lease_ms': [500, 999, 0, -1],
     'mooncake_master_ready_timeout': [0, 3601],
+    'online_training_job': ['a-b', '.hidden', 'a b', 'x' * 65],
+    'online_training_mooncake_master': ['a b', 'x;y', '-flag'],
+    'online_training_run_id': ['-run', 'a/b', 'a b', ''],
+    'online_training_venv': ['relative/env', '/usr', ''],
+    'online_training_requirements': [['torch'], ['torch>=2'], ['-e .'], ['a==1 ; b']],
+    'online_training_wheelhouse': ['wheels', '/tmp'],
+    'online_training_wheelhouse_src': ['wheels', '/'],
+    'online_training_config_dir': ['etc', '/etc', ''],
+    'online_training_control_root': ['var', '/var', ''],
+    'online_training_output_dir': ['out', '/', ''],
+    'online_training_target_model_path': ['models/m', '/'],
+    'online_training_draft_config': ['draft.json', '/srv/draft.yaml', '/srv/draft'],
+    'online_training_vocab_mapping_path': ['map.pt', '/'],
+    'online_training_dataset': ['data.jsonl', '/'],
+    'online_training_eval_dataset': ['eval.jsonl', '/'],
+    'online_training_chat_template': ['a b', 'x' * 65, '../x/'],
+    'online_training_max_length': [0, -1, 1 << 21],
+    'online_training_num_epochs': [0, 100001],
+    'online_training_max_steps': [-1, 1 << 41],
+    'online_training_batch_size': [0, 4097],
+    'online_training_learning_rate': [0, -1e-4, 1.5, float('nan')],
+    'online_training_save_interval': [0, -1],
+    'online_training_eval_interval': [-1],
+    'online_training_log_interval': [0, 1 << 21],
+    'online_training_gpus': [['a'], ['0,1'], ['1000']],
+    'online_training_producer_lease': [0, 4097],
+    'online_training_segment_share': [0, 0.001, 1.5],
+    'online_training_ready_timeout': [0, 86401],
 }
 # rule 1 for every string variable: a newline or another control character in it (the chat
 # template's text may hold newlines and tabs, nothing else)
@@ -229,6 +257,12 @@ GOOD = {
     'mooncake_master_host': ['', '10.0.0.5', 'master.example', 'fd00::5'],
     'mooncake_master_segment_bytes': [64 << 20, 32 << 30],
     'mooncake_master_kv_lease_ms': [1000, 10000],
+    'online_training_job': ['sharegpt_v2', 'demo'],
+    'online_training_mooncake_master': ['mc1', 'master.example'],
+    'online_training_requirements': [[], ['specforge==0.2.0', 'torch==2.13.0+cpu']],
+    'online_training_draft_config': ['/srv/draft/config.json'],
+    'online_training_gpus': [[], ['0', '7']],
+    'online_training_segment_share': [0.01, 0.5, 1],
 }
 
 

@@ -41,7 +41,16 @@ def test_what_is_computed_from_the_records():
     assert [name for name in variables.BY_NAME if name.startswith('sglang_patch_')
             and name not in variables.SAME_ON_EVERY_NODE] == []
     assert variables.SECRETS == {'sglang_server_api_key', 'extraction_job_api_key'}
-    assert role_inputs.REQUIRED == {'sglang_server_model_path': 'the absolute path of the model dir'}
+    assert role_inputs.REQUIRED == {
+        'sglang_server_model_path': 'the absolute path of the model dir',
+        'online_training_job': 'the name of the online extraction job it trains from',
+        'online_training_mooncake_master': 'the inventory name of a host of the mooncake_masters group',
+        'online_training_target_model_path': 'the absolute path of the target model dir',
+        'online_training_draft_config': "the absolute path of the drafter's config.json",
+        'online_training_vocab_mapping_path': 'the absolute path of the d2t/t2d vocab mapping',
+        'online_training_dataset': 'the absolute path of the conversations (JSONL)'}
+    # an extraction server is not asked for a trainer's inputs
+    assert role_inputs.SERVER_REQUIRED == ['sglang_server_model_path']
 
 
 def test_the_plan_reads_only_declared_variables():

@@ -1,0 +1,189 @@
+# Copyright: eagle3.extraction contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The online mode's reader: a consumer that trains nothing (a CPU host, a test).
+
+``python -m eagle3_extraction_job reader --config run.yaml`` reads the same ``run.yaml`` as SpecForge's
+producer and consumes its ref channel with SpecForge 0.2.0's own consumer-side API: it polls
+``StreamingRefChannel(<control_dir>/refs.jsonl)``, reads each sample's tensors with
+``MooncakeFeatureStore.get``, records them, ``release``\\ s them (the store frees the keys) and then
+``mark_consumed`` (the producer's in-flight window). When the producer closed the channel and every
+published ref is consumed it calls ``mark_consumer_done``; a failure is ``mark_consumer_failed``.
+
+Per sample, one JSON line in ``<output_dir>/<run_id>-reader/records.jsonl``: sample_id, the source task id,
+the server that captured it and, per feature, its shape, dtype and the sha256 of its bytes. A batch of
+lines is appended and fsynced before its refs are released and counted consumed, so a recorded sample is
+durable before its features leave the store. ``progress.json`` beside it (written to a temporary name,
+fsynced, renamed) holds consumed and samples/s for status.
+
+The Mooncake client's settings come from the environment SpecForge's roles read (``MOONCAKE_*``, the
+host plan's ``online.environment``); it mounts no segment of its own unless ``MOONCAKE_GLOBAL_SEGMENT_SIZE``
+says so.
+"""
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+
+EXIT_DONE, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
+BATCH = 32
+POLL_S = 0.2
+
+
+def reader_dir(cfg):
+    return os.path.join(cfg["output_dir"], f"{cfg['run_id']}-reader")
+
+
+def load_config(path):
+    import yaml  # pylint: disable=import-outside-toplevel
+    with open(path, encoding="utf-8") as stream:
+        raw = yaml.safe_load(stream)
+    disaggregated = ((raw.get("deployment") or {}).get("disaggregated") or {})
+    cfg = {"run_id": raw.get("run_id"), "output_dir": raw.get("output_dir"),
+           "control_dir": disaggregated.get("control_dir")}
+    missing = [key for key, value in cfg.items() if not isinstance(value, str) or not value]
+    if missing:
+        raise ValueError(f"{path}: {', '.join(missing)} not set (run_id, output_dir, "
+                         "deployment.disaggregated.control_dir)")
+    return cfg
+
+
+def mooncake_setup(environ):
+    """MooncakeDistributedStore.setup's settings from the variables SpecForge's own store reads."""
+    for name in ("MOONCAKE_METADATA_SERVER", "MOONCAKE_MASTER_SERVER_ADDR"):
+        if not environ.get(name):
+            raise ValueError(f"{name} is not set")
+    return {"local_hostname": environ.get("MOONCAKE_LOCAL_HOSTNAME", "127.0.0.1"),
+            "metadata_server": environ["MOONCAKE_METADATA_SERVER"],
+            "master_server_addr": environ["MOONCAKE_MASTER_SERVER_ADDR"],
+            "protocol": environ.get("MOONCAKE_PROTOCOL", "tcp"),
+            "rdma_devices": environ.get("MOONCAKE_RDMA_DEVICES", ""),
+            "global_segment_size": int(environ.get("MOONCAKE_GLOBAL_SEGMENT_SIZE", "0")),
+            "local_buffer_size": int(environ.get("MOONCAKE_LOCAL_BUFFER_SIZE", str(256 << 20)))}
+
+
+def record(ref, tensors):
+    """One sample's line: where it came from and, per feature, what it holds."""
+    features = {}
+    for name in sorted(tensors):
+        tensor = tensors[name].contiguous()
+        data = tensor.reshape(-1).view(_byte_dtype()).numpy().tobytes() if tensor.numel() else b""
+        features[name] = {"shape": list(tensor.shape), "dtype": str(tensor.dtype).replace("torch.", ""),
+                          "sha256": hashlib.sha256(data).hexdigest()}
+    return {"sample_id": ref.sample_id, "source_task_id": ref.source_task_id,
+            "server": ref.metadata.get("server"), "generation": ref.metadata.get("generation"),
+            "features": features}
+
+
+def _byte_dtype():
+    import torch  # pylint: disable=import-outside-toplevel
+    return torch.uint8
+
+
+def append_durably(path, lines):
+    with open(path, "ab") as stream:
+        stream.write(b"".join(json.dumps(line, sort_keys=True).encode() + b"\n" for line in lines))
+        stream.flush()
+        os.fsync(stream.fileno())
+
+
+def write_json(path, value):
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as stream:
+        json.dump(value, stream, sort_keys=True)
+        stream.flush()
+        os.fsync(stream.fileno())
+    os.replace(tmp, path)
+
+
+def recorded_count(path):
+    try:
+        with open(path, "rb") as stream:
+            return sum(1 for line in stream if line.endswith(b"\n"))
+    except FileNotFoundError:
+        return 0
+
+
+class Reader:
+    """Consumes the channel once; ``run`` returns the exit status."""
+
+    def __init__(self, cfg, channel, store, clock=time.monotonic):
+        self.cfg, self.channel, self.store, self.clock = cfg, channel, store, clock
+        self.dir = reader_dir(cfg)
+        os.makedirs(self.dir, exist_ok=True)
+        self.records = os.path.join(self.dir, "records.jsonl")
+        self.progress = os.path.join(self.dir, "progress.json")
+        self.started = clock()
+        # the producer captures nothing before the consumer says how many refs one step takes (one, here);
+        # a restart within the attempt finds its own value
+        channel.publish_consumer_quantum(1, allow_existing=True)
+        # a restarted reader goes on from SpecForge's counter (the refs before it were recorded and released)
+        self.consumed = channel.seed_consumed()
+        self.session = 0
+        if self.consumed:
+            channel.poll(max_n=self.consumed)
+
+    def run(self):
+        self._write_progress("running")
+        while True:
+            refs = self.channel.poll(max_n=BATCH)
+            if refs:
+                self._consume(refs)
+                continue
+            failure = self.channel.failure()
+            if failure:
+                self._write_progress("failed", failure)
+                return EXIT_FAILED
+            # closed first, then counted: every ref published before the close is in the file
+            if self.channel.is_closed() and self.consumed >= recorded_count(self.channel.path):
+                self.channel.mark_consumer_done()
+                self._write_progress("done")
+                return EXIT_DONE
+            time.sleep(POLL_S)
+
+    def _consume(self, refs):
+        lines, handles = [], []
+        for ref in refs:
+            tensors, handle = self.store.get(ref)
+            lines.append(record(ref, tensors))
+            handles.append(handle)
+        append_durably(self.records, lines)
+        for handle in handles:
+            self.store.release(handle)
+        self.channel.mark_consumed(len(refs))
+        self.consumed += len(refs)
+        self.session += len(refs)
+        self._write_progress("running")
+
+    def _write_progress(self, state, reason=""):
+        elapsed = max(self.clock() - self.started, 1e-9)
+        write_json(self.progress, {"state": state, "consumed": self.consumed, "reason": reason,
+                                   "samples_per_s": round(self.session / elapsed, 3),
+                                   "time": time.time()})
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="eagle3_extraction_job reader")
+    parser.add_argument("--config", required=True, help="SpecForge's run.yaml")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(args.config)
+        setup = mooncake_setup(os.environ)
+    except (OSError, ValueError) as exc:
+        print(f"reader: refused to start: {exc}", file=sys.stderr, flush=True)
+        return EXIT_REFUSED
+    # SpecForge's consumer-side API (imported here: the job's other commands run without SpecForge)
+    # pylint: disable=import-outside-toplevel
+    from specforge.runtime.data_plane.mooncake_store import MooncakeFeatureStore
+    from specforge.runtime.data_plane.streaming_ref_channel import StreamingRefChannel
+    channel = StreamingRefChannel(os.path.join(cfg["control_dir"], "refs.jsonl"))
+    try:
+        store = MooncakeFeatureStore(store_id=os.environ.get("DISAGG_STORE_ID", cfg["run_id"]), setup_kwargs=setup)
+        status = Reader(cfg, channel, store).run()
+    except Exception as exc:  # pylint: disable=broad-except
+        channel.mark_consumer_failed(f"{type(exc).__name__}: {exc}")
+        print(f"reader: failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    print(f"reader: {'done' if status == EXIT_DONE else 'stopped'}", flush=True)
+    return status
