@@ -7,7 +7,9 @@ set -euo pipefail
 # shellcheck source=lab/fleet/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-PACKAGES=systemd,systemd-sysv,dbus,python3,python3-venv,sudo,iproute2,procps,psmisc,openssh-server,ca-certificates
+# libibverbs1, libnuma1 and libcurl4: what Mooncake's wheels link against (the online mode's ml_env_system_packages;
+# the containers reach no apt index, so they are in the image, as on a site whose base image has them)
+PACKAGES=systemd,systemd-sysv,dbus,python3,python3-venv,sudo,iproute2,procps,psmisc,openssh-server,ca-certificates,libibverbs1,libnuma1,libcurl4
 # the name changes with the package list and with this script, so an edit rebuilds it
 tar=$LAB/cache/rootfs-$(sha256sum < "$0" | cut -c1-12).tar
 if [ -f "$tar" ]; then echo "$tar"; exit 0; fi

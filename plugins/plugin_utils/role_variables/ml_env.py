@@ -14,6 +14,9 @@ import re
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.value_rules import DOTTED_NAME, each, path, pattern
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.variable_record import EntryPoint, Variable
 
+# Debian Policy 5.6.7: lower case letters, digits, + - and ., starting with a letter or digit
+DEBIAN_PACKAGE = re.compile(r'[a-z0-9][a-z0-9+.-]{1,99}')
+
 ROLE = 'ml_env'
 
 # a requirement spec as pip reads it, never an option (-e, --index-url...)
@@ -61,6 +64,15 @@ VARIABLES = (
         rule=each(pattern(REQUIREMENT, 'a requirement spec such as sglang==0.5.23 (not a pip option)')),
         same_on_every_node=True,
         comment='Pinned requirement specs, for example ["sglang==0.5.23"].', group=True),
+    Variable(
+        'ml_env_system_packages', 'list', [],
+        description=(
+            'Debian packages the wheels need from the system, installed with apt before the venv is made (present: '
+            "a host that has them needs no apt index). Mooncake's wheels link against V(libibverbs1), V(libnuma1) "
+            'and V(libcurl4): the online mode gives them to every host that runs a Mooncake client or master.'),
+        elements='str',
+        rule=each(pattern(DEBIAN_PACKAGE, 'a Debian package name such as libibverbs1')),
+        comment="Debian packages the wheels link against (the online mode: Mooncake's, libibverbs1 ...)."),
     Variable(
         'ml_env_requirements_file', 'str', '',
         description=[

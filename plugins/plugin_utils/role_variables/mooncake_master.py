@@ -9,8 +9,8 @@ meta/argument_specs.yml, defaults/main.yml and README table from these records.
 
 from __future__ import annotations
 
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_variables.ml_env import REQUIREMENT
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.value_rules import HOST, Rule, number, path, pattern
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_variables.ml_env import DEBIAN_PACKAGE, REQUIREMENT
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.value_rules import HOST, Rule, each, number, path, pattern
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.variable_record import EntryPoint, Variable
 
 ROLE = 'mooncake_master'
@@ -72,6 +72,13 @@ VARIABLES = (
         'mooncake_master_python', 'str', '/usr/bin/python3',
         description="The interpreter that makes the venv; it needs the C(venv) module (Debian's C(python3-venv)).",
         rule=path(what='an absolute path')),
+    Variable(
+        'mooncake_master_system_packages', 'list', ['libibverbs1', 'libnuma1', 'libcurl4'],
+        description=(
+            "The Debian packages Mooncake's binaries link against (C(ldd mooncake_master)), installed with apt (the "
+            'role C(eagle3.extraction.ml_env)\'s O(ml_env_system_packages)) before the venv is made.'),
+        elements='str',
+        rule=each(pattern(DEBIAN_PACKAGE, 'a Debian package name such as libibverbs1'))),
     Variable(
         'mooncake_master_package', 'str', 'mooncake-transfer-engine-non-cuda==0.3.13.post1',
         description=[
