@@ -10,7 +10,7 @@ producer and consumes its ref channel with SpecForge 0.2.0's own consumer-side A
 published ref is consumed it calls ``mark_consumer_done``; a failure is ``mark_consumer_failed``.
 
 Per sample, one JSON line in ``<output_dir>/<run_id>-reader/records.jsonl``: sample_id, the source task id,
-the server that captured it and, per feature, its shape, dtype and the sha256 of its bytes. A batch of
+the server that captured it, its token ids and, per feature, its shape, dtype and the sha256 of its bytes. A batch of
 lines is appended and fsynced before its refs are released and counted consumed, so a recorded sample is
 durable before its features leave the store. ``progress.json`` beside it (written to a temporary name,
 fsynced, renamed) holds consumed and samples/s for status.
@@ -71,9 +71,14 @@ def record(ref, tensors):
         data = tensor.reshape(-1).view(_byte_dtype()).numpy().tobytes() if tensor.numel() else b""
         features[name] = {"shape": list(tensor.shape), "dtype": str(tensor.dtype).replace("torch.", ""),
                           "sha256": hashlib.sha256(data).hexdigest()}
-    return {"sample_id": ref.sample_id, "source_task_id": ref.source_task_id,
-            "server": ref.metadata.get("server"), "generation": ref.metadata.get("generation"),
-            "features": features}
+    found = {"sample_id": ref.sample_id, "source_task_id": ref.source_task_id,
+             "server": ref.metadata.get("server"), "generation": ref.metadata.get("generation"),
+             "features": features}
+    # the prompt's token ids (its identity, not a hidden state): what lets anyone recompute and compare the
+    # features this line's hashes stand for
+    if "input_ids" in tensors:
+        found["input_ids"] = tensors["input_ids"].reshape(-1).tolist()
+    return found
 
 
 def _byte_dtype():
