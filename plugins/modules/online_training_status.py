@@ -12,9 +12,9 @@ short_description: Read how far SpecForge's online producer and consumer of the 
 version_added: 0.1.0
 description:
   - Reads the newest attempt of the run O(run_id) under O(control_root) (C(attempt-NNNN), the layout of
-    M(eagle3.extraction.online_training_attempt)): SpecForge's markers beside its C(control/refs.jsonl), the refs the
+    M(eagle3.extraction.online_training_attempt)), and there SpecForge's markers beside C(control/refs.jsonl), the refs the
     producer published (the channel's lines) and the consumer counted consumed (C(refs.jsonl.consumed_count)).
-  - With O(consumer=specforge) the step, loss, learning rate and samples/s are the last C(step N: {...}) line of
+  - With O(consumer=specforge) the step, loss, learning rate and samples/s are the last step line (C(step N) and a dict) of
     the attempt's C(consumer.log); with O(consumer=reader) the samples/s are the reader's C(progress.json) under
     O(output_dir), and there is no step or loss (the reader trains nothing).
   - The units O(units) say whether an open attempt runs. Changes nothing; check mode reads the same.
