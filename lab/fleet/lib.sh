@@ -12,6 +12,8 @@ SSH_KEY=$LAB/ssh/id_ed25519
 TEMPLATE_NAME=debian-12-eagle3_amd64.tar
 # where each container has the demo model (lab/fixtures/model)
 DEMO_MODEL_DIR=/srv/models/demo
+# the online trainer's inputs (lab/fixtures/online: target tokenizer and config, draft, vocab mapping, dataset)
+DEMO_ONLINE_DIR=/srv/online-demo
 # the fleet's IPv6 (ULA) /64: the switch is ${FLEET_IP6}1, container vmid N is ${FLEET_IP6}N
 # (inventory/demo's proxmox_container_net gives net0 the same ip6)
 FLEET_IP6=fd00:200::

@@ -122,6 +122,9 @@ provision_and_start() {
   # the weights, pre-provisioned as on a real site (inventory/demo's sglang_server_model_path)
   rm -rf "$rootfs$DEMO_MODEL_DIR" && mkdir -p "$rootfs$DEMO_MODEL_DIR"
   cp "$REPO_DIR"/lab/fixtures/model/* "$rootfs$DEMO_MODEL_DIR/"
+  # the online trainer's inputs (inventory/demo/group_vars/online_trainers.yml)
+  rm -rf "$rootfs$DEMO_ONLINE_DIR" && mkdir -p "$rootfs$DEMO_ONLINE_DIR"
+  cp -r "$REPO_DIR"/lab/fixtures/online/. "$rootfs$DEMO_ONLINE_DIR/"
   if [ "$(fleet_ssh "$node_addr" pct status "$vmid")" != "status: running" ]; then
     log "starting container $name"
     fleet_ssh "$node_addr" pct start "$vmid"

@@ -8,6 +8,8 @@
 #   CPU torch, aiohttp and their dependencies, for the containers' Python (Debian 12:
 #                   3.11): what the stand-in's capture and the extraction job import
 #   packaging       what ml_env installs into each venv for ansible.builtin.pip
+#   SpecForge 0.2.0 and its pinned CPU set (roles/online_training/files/requirements-cpu.txt):
+#                   the online trainer's venv (installed with --no-deps)
 # Prints the directory. Needs the controller venv (.venv) and, once, PyPI and the CPU
 # torch wheel on disk; everything downloaded is cached in $LAB/cache.
 set -euo pipefail
@@ -52,6 +54,25 @@ if [ ! -f "$job_stamp" ]; then
 fi
 # hard links when the cache shares the filesystem (no copy of torch's 190 MB)
 for wheel in "$JOB_WHEELS"/*.whl; do
+  [ -e "$OUT/$(basename "$wheel")" ] || ln "$wheel" "$OUT/" 2>/dev/null || cp "$wheel" "$OUT/"
+done
+
+# The online trainer's venv: exactly the role's pinned set, no dependencies resolved (SpecForge's metadata pins
+# torch and sglang versions the CPU trainer does not use), cached by the set's hash.
+TRAINER_PINS=$REPO_DIR/roles/online_training/files/requirements-cpu.txt
+TRAINER_WHEELS=$LAB/cache/trainer-wheels
+trainer_stamp=$TRAINER_WHEELS/.pins-$(sha256sum < "$TRAINER_PINS" | cut -c1-16)
+if [ ! -f "$trainer_stamp" ]; then
+  log "wheelhouse: the online trainer's pinned set for CPython 3.11 (cached in $TRAINER_WHEELS)"
+  mkdir -p "$TRAINER_WHEELS"
+  "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: --dest "$TRAINER_WHEELS" \
+    --python-version 3.11 --implementation cp --abi cp311 --abi abi3 --abi none \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    --platform any -r "$TRAINER_PINS" >&2
+  rm -f "$TRAINER_WHEELS"/.pins-*
+  touch "$trainer_stamp"
+fi
+for wheel in "$TRAINER_WHEELS"/*.whl; do
   [ -e "$OUT/$(basename "$wheel")" ] || ln "$wheel" "$OUT/" 2>/dev/null || cp "$wheel" "$OUT/"
 done
 

@@ -61,3 +61,18 @@ def channel_counts(control_dir):
     except (FileNotFoundError, ValueError):
         consumed = 0
     return {'published': published, 'consumed': consumed}
+
+
+# each attempt's units log to <attempt_dir>/<role>.log (the role's units append there)
+LOGS = {'producer': 'producer.log', 'consumer': 'consumer.log'}
+
+
+def reader_progress(output_dir, run_id):
+    """The reader's ``<output_dir>/<run_id>-reader/progress.json`` ({state, consumed, samples_per_s, ...}), or {}."""
+    import json  # pylint: disable=import-outside-toplevel
+    try:
+        with open(os.path.join(output_dir, run_id + '-reader', 'progress.json'), encoding='utf-8') as stream:
+            found = json.load(stream)
+    except (FileNotFoundError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}

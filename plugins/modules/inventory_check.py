@@ -37,7 +37,7 @@ description:
     it SSHes to) must set C(proxmox_vmid) to its C(proxmox_container_vmid) and C(ansible_host) to its node's
     address, or every task would run in another container (C(plugin_utils/pct_connection.py)). Its C(ansible_host)
     is then not its own address, so rank 0 of a multi-node server reached this way needs C(sglang_server_dist_init_host).
-  - Then the online mode's jobs (C(plugin_utils/online_plan.py)): each has one trainer host naming a host of
+  - Then the online mode's jobs (C(plugin_utils/online_plan.py)), where each has one trainer host naming a host of
     C(mooncake_masters), its servers run one model, the same capture layers and SGLang, no two services of a host
     bind one port, and the master, gateways and trainer are reached at addresses the other hosts reach.
   - Then, for an inventory that passed, each host's plan (C(plugin_utils/host_plan.py), the lookup

@@ -17,7 +17,7 @@ description:
     stopped without one) goes on with it (V(continue)); the consumer then resumes from the newest
     C(<run_id>-step<N>) checkpoint under O(output_dir) (RV(resume_from)). C(.failed) or C(.consumer_failed)
     starts a new attempt (V(start)) whose draft begins from that checkpoint's weights (RV(draft_checkpoint)).
-    C(.consumer_done) is a finished run: nothing starts (V(none)) unless O(restart).
+    C(.consumer_done) is a finished run, which starts nothing (V(none)) unless O(restart).
   - Makes the new attempt's dirs (C(changed)); in check mode says what it would make.
 author:
   - eagle3.extraction maintainers (@eagle3)

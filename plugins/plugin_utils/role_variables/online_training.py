@@ -38,6 +38,15 @@ ENTRY_POINTS = (
              'open attempt goes on, the consumer resuming from its newest checkpoint; a finished run (SpecForge\'s '
              'C(refs.jsonl.consumer_done)) starts nothing unless O(online_training_restart).'),
         ]),
+    EntryPoint(
+        'stop', ('Stop the consumer, then the producer (the producer writes its failure marker: the next run '
+                 "starts a new attempt from the consumer's newest checkpoint)"),
+        options={}),
+    EntryPoint(
+        'status', ("Read the newest attempt's state, step, loss, samples/s and the refs published and consumed "
+                   'into the fact C(online_training_status)'),
+        options={'online_training_control_root': {}, 'online_training_run_id': {}, 'online_training_output_dir': {},
+                 'online_training_consumer': {}}),
 )
 
 VARIABLES = (
