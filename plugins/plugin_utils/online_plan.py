@@ -122,6 +122,8 @@ def section(servers, online, host, server_plan=None, job_plan=None):
         return None
     master = mooncake_address.endpoints(master_host, masters[master_host])
     master['host'], master['address'] = master_host, master['host']
+    # what the store holds at most: the producer's in-flight window is sized to it (online_training's preflight)
+    master['segment_bytes'] = int(_given(masters[master_host], 'mooncake_master', 'mooncake_master_segment_bytes'))
     job_servers = online_servers(servers, job)
     rank0 = sorted(set(server_layout.layout(servers, name)['rank0'] for name in job_servers))
     own = values if values is not None else trainers[host]

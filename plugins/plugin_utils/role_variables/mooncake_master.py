@@ -156,7 +156,7 @@ VARIABLES = (
         rule=Rule(_whole_bytes, 'a whole number of bytes from %d (64 MiB) to %d' % (MIN_SEGMENT_BYTES,
                                                                                     MAX_SEGMENT_BYTES)),
         comment="The global segment in bytes (32 GiB, SpecForge's default); the host needs it free.",
-        group=True),
+        group=True, peer=True),
     Variable(
         'mooncake_master_kv_lease_ms', 'int', 10000,
         description=[

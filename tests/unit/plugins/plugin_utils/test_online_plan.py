@@ -38,6 +38,7 @@ def test_a_server_gets_its_gateway_the_job_s_urls_and_its_mooncake_environment()
     assert found['aux_layer_ids'] == [1, 2, 3]
     assert found['master']['master_server_address'] == '10.200.0.103:35551'
     assert found['master']['metadata_server'] == 'http://10.200.0.103:35880/metadata'
+    assert found['master']['segment_bytes'] == 32 << 30   # the role's default
     # its own address, as the peers reach it: not a bridge's, not the master's
     assert found['environment']['MC_TCP_BIND_ADDRESS'] == '10.200.0.101'
     assert found['environment']['MOONCAKE_LOCAL_HOSTNAME'] == '10.200.0.101'
