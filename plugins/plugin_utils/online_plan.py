@@ -10,7 +10,7 @@ say where the master listens). From these alone this module derives, for every h
 
 - ``master``: the master's endpoints (mooncake_address.endpoints of the master's host: one owner);
 - ``trainer``, ``server_urls`` (the job's gateways, one a server on its rank 0, sorted by server name: the
-  producer's ``server_urls``), ``aux_layer_ids`` (the servers' ``SGLANG_HS_LAYER_IDS``, or None: the capture's
+  producer's ``server_urls``), ``aux_layer_ids`` (the servers' ``SGLANG_HS_LAYER_IDS``, else the capture's
   default);
 - ``environment``: the Mooncake variables of this host's clients, its own address as the peers reach it as the
   transfer engine's bind address (a container bridge address there makes remote reads fail with -800);
@@ -37,6 +37,9 @@ GROUPS = (MASTERS, TRAINERS)
 # revision, method and aux layers): the model, the capture's layers, the packages SGLang comes from
 SHARED = ('sglang_server_model_path', 'ml_env_packages')
 LAYER_IDS = 'SGLANG_HS_LAYER_IDS'
+# the capture's own default when SGLANG_HS_LAYER_IDS is not set (eagle3_hs_capture.DEFAULT_LAYER_IDS, SpecForge's
+# ids for Kimi-K2 / DeepSeek-V3; a unit test holds the two equal): what the trainer must be told the servers capture
+CAPTURE_DEFAULT_LAYER_IDS = (1, 29, 57)
 PROTOCOL = 'tcp'
 
 
@@ -58,7 +61,7 @@ def _layer_ids(values):
     env = _given(values, 'sglang_server', 'sglang_server_env') or {}
     ids = env.get(LAYER_IDS) if isinstance(env, dict) else None
     if ids is None:
-        return None
+        return list(CAPTURE_DEFAULT_LAYER_IDS)
     return [int(part) for part in str(ids).split(',') if part.strip()]
 
 
@@ -132,7 +135,7 @@ def section(servers, online, host, server_plan=None, job_plan=None):
         'master': master,
         'trainer': trainer,
         'server_urls': [_gateway_url(name, servers[name]) for name in rank0],
-        'aux_layer_ids': _layer_ids(servers[job_servers[0]]) if job_servers else None,
+        'aux_layer_ids': _layer_ids(servers[job_servers[0]]),
         'environment': environment(_address(host, own, 'Mooncake client'), master),
         'gateway': None,
     }

@@ -6,7 +6,9 @@ derived once; and what cannot work named before anything starts."""
 
 from __future__ import annotations
 
+import ast
 import copy
+import os
 
 import pytest
 
@@ -105,3 +107,14 @@ def test_a_master_sharing_a_server_s_host_may_not_take_its_ports():
     found = errors(servers, online)
     assert any('ct1: extraction_job_gateway_port=30100 and mooncake_master_rpc_port=30100' in message
                for message in found), found
+
+
+def test_without_sglang_hs_layer_ids_the_trainer_is_told_the_capture_s_own_default():
+    servers = dict((host, dict(values, sglang_server_env={})) for host, values in SERVERS.items())
+    capture = os.path.join(os.path.dirname(__file__), *(['..'] * 4), 'roles', 'sglang_patch', 'files',
+                           'eagle3_hs_capture.py')
+    with open(capture, encoding='utf-8') as f:
+        tree = ast.parse(f.read())
+    default = next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                   and any(getattr(target, 'id', None) == 'DEFAULT_LAYER_IDS' for target in node.targets))
+    assert plan(servers, 'ct3', ONLINE)['online']['aux_layer_ids'] == list(default) == [1, 29, 57]
