@@ -47,11 +47,17 @@ _value:
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.text_table import table_lines
 
-GIB = 1 << 30
+UNITS = (('GiB', 1 << 30), ('MiB', 1 << 20), ('KiB', 1 << 10))
 
 
 def _gib(value):
-    return '-' if value is None else '%.2f GiB' % (float(value) / GIB)
+    """A size in the largest unit it fills (two decimals), bytes below a KiB."""
+    if value is None:
+        return '-'
+    for name, size in UNITS:
+        if value >= size:
+            return '%.2f %s' % (float(value) / size, name)
+    return '%d B' % value
 
 
 def _or_dash(value):
@@ -75,7 +81,7 @@ def online_status(training, store=None, gateways=None):
     rows = [['GATEWAY', 'SERVED', 'FAILED', 'IN FLIGHT', 'PUT', 'MOONCAKE']]
     for gateway in gateways or []:
         found = gateway.get('json') if isinstance(gateway.get('json'), dict) else None
-        url = gateway.get('url') or gateway.get('item', '-')
+        url = gateway.get('item') or gateway.get('url') or '-'
         if found is None:
             rows.append([url, 'UNREACHABLE: %s' % (gateway.get('msg') or gateway.get('status') or '-'), '', '', '', ''])
             continue
