@@ -67,7 +67,7 @@ class Gateway:  # pylint: disable=too-many-instance-attributes
         self.stopping = False
         self.in_flight = set()     # the prompts being served (tasks), cancelled by nothing
         self.counters = {"batches": 0, "prompts_served": 0, "prompts_failed": 0,
-                         "bytes_put": 0, "dumps_failed": 0, "unanswered_dumps_deleted": 0}
+                         "bytes_put": 0, "dumps_failed": 0, "unanswered_dumps_deleted": 0, "server_retries": 0}
         self.last_errors = []
         self.started_at = time.time()
         torch.set_num_threads(1)   # the threads are the parallelism (as the drain's)
@@ -81,14 +81,10 @@ class Gateway:  # pylint: disable=too-many-instance-attributes
         token = uuid.uuid4().hex
         rid = names.rid_for(self.cfg.job, token)
         sample = types.SimpleNamespace(sample_id=token, input_ids=prompt.input_ids)
-        try:
-            await self.client.generate(sample)
-        except sender.FatalError as exc:
-            log.error("the SGLang server refuses the gateway's API key: %s", exc)
-            return self._failed(prompt, f"sglang: {exc}", rid)
-        except (sender.RetryableError, sender.SampleError, sender.AlreadySent) as exc:
-            return self._failed(prompt, f"sglang: {exc}", rid)
         dump_path = os.path.join(self.cfg.dump_dir, names.dump_name_for(self.cfg.job, token))
+        failure = await self._send(sample, dump_path)
+        if failure:
+            return self._failed(prompt, failure, rid)
         if not await self._wait_for(dump_path):
             return self._failed(prompt, f"sglang answered, but no dump {dump_path} appeared in "
                                         f"{self.cfg.ack_timeout:.0f} s", rid)
@@ -104,6 +100,35 @@ class Gateway:  # pylint: disable=too-many-instance-attributes
         self.counters["bytes_put"] += nbytes
         return {"text": "", "meta_info": {"id": rid, "prompt_tokens": len(prompt.input_ids),
                                           "spec_capture": result}}
+
+    async def _send(self, sample, dump_path):
+        """Send one prompt to SGLang; None once it is on its way to a dump, else why not.
+
+        A server that does not answer (killed, restarting: its unit brings it back) is waited for, the same prompt
+        sent again under the same rid until ``server_wait``: the producer then sees a slower answer, not a failure
+        that would spend one of the prompt's bounded attempts (SpecForge gives each 5) in a second. A dump of an
+        earlier try (the server took it, its answer was lost) is the answer too: the same rid, the same name."""
+        deadline = time.monotonic() + self.cfg.server_wait
+        delay = 0.5
+        while True:
+            try:
+                await self.client.generate(sample)
+                return None
+            except sender.AlreadySent:
+                return None   # an earlier try of this prompt is on the server: its dump is the answer
+            except sender.FatalError as exc:
+                log.error("the SGLang server refuses the gateway's API key: %s", exc)
+                return f"sglang: {exc}"
+            except sender.SampleError as exc:
+                return f"sglang: {exc}"
+            except sender.RetryableError as exc:
+                if os.path.exists(dump_path):
+                    return None
+                if self.stopping or time.monotonic() + delay > deadline:
+                    return f"sglang: {exc} (tried for up to {self.cfg.server_wait:.0f} s)"
+                self.counters["server_retries"] += 1
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
 
     async def _wait_for(self, path):
         deadline = time.monotonic() + self.cfg.ack_timeout

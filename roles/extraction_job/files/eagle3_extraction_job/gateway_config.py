@@ -71,6 +71,9 @@ class GatewayConfig:  # pylint: disable=too-many-instance-attributes
     api_key_file: str = ""
     request_timeout: float = 600.0  # one prompt's POST to SGLang
     ack_timeout: float = 600.0      # after SGLang's 200, how long the dump may take
+    # how long a prompt waits for its SGLang server to answer again (a restart) before its row fails; under
+    # SpecForge's own timeout for one POST (300 s)
+    server_wait: float = 120.0
     poll_interval: float = 0.02
     max_prompts: int = 1024         # prompts in one POST at most
     store_threads: int = 8          # threads doing the blocking work (load, check, Mooncake)
@@ -121,7 +124,7 @@ class GatewayConfig:  # pylint: disable=too-many-instance-attributes
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 bad(key, f"expected an integer from {low} to {high}")
-        for key in ("request_timeout", "ack_timeout", "poll_interval", "stop_timeout"):
+        for key in ("request_timeout", "ack_timeout", "server_wait", "poll_interval", "stop_timeout"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
                     or not math.isfinite(value) or not 0 < value <= 86400:
