@@ -22,25 +22,30 @@ import os
 import subprocess
 import time
 
+import ansible_runner
 import pytest
 
-from collection_helpers import REPO
+from collection_helpers import REPO, VENV_BIN
 from fleet_helpers import FLEET, lab_ssh
-from test_extraction_fleet import TORCH_PYTHON, playbook, wait_for
+from test_extraction_fleet import DEMO_INVENTORY, TORCH_PYTHON, playbook, wait_for
 
 CTS = {'ct1': '10.200.0.101', 'ct2': '10.200.0.102', 'ct3': '10.200.0.103'}
 JOB = 'onl'
-FILES_JOB = 'onlfiles'
 SAMPLES = 200
 OUTPUT_DIR = '/srv/eagle3-online/output'
 DUMP_DIR = '/dev/shm/sglang_hs'
 OUTPUT_ROOT = '/srv/eagle3-extraction'
 SERVER_UNIT = 'sglang-extraction.service'
-# the processes that hold hidden states (a command-line pattern each): none of them may write them to a disk
-HOLDERS = {'server': 'sglang_standin', 'gateway': 'eagle3_extraction_job gateway', 'master': 'bin/mooncake_master',
-           'segment': 'bin/mooncake_client'}
+PRODUCER_UNIT = 'eagle3-online-producer.service'
+# ct2's server is killed once the reader has this many samples: early in the run, with most prompts still to lease
+KILL_AT = 10
+# the processes that hold hidden states (pgrep -f patterns, anchored so that the shell running pgrep is not one):
+# none of them may write them to a disk
+HOLDERS = {'server': '^([^ ]*python[0-9.]* -m sglang_standin|sglang::)',
+           'gateway': '^[^ ]*python[0-9.]* -m eagle3_extraction_job gateway',
+           'master': '^[^ ]*/mooncake_master ', 'segment': '^[^ ]*/mooncake_client '}
 # and the trainer's, which write metadata only (control files, records of hashes)
-TRAINER = {'producer': 'specforge train', 'reader': 'eagle3_extraction_job reader'}
+TRAINER = {'producer': '^[^ ]*python[0-9.]* [^ ]*/specforge train', 'reader': '^[^ ]*python[0-9.]* -m eagle3_extraction_job reader'}
 RESULTS = os.path.join(REPO, 'benchmarks', 'results', 'online-fleet.json')
 
 pytestmark = FLEET + [
@@ -58,8 +63,9 @@ def progress(reader_dir):
     return json.loads(found) if found.strip() else {}
 
 
-def written(counters):
-    """{(host, pid, group): write_bytes} of every process of HOLDERS and TRAINER now; the largest seen is kept."""
+def written(counters, baseline=False):
+    """{(host, pid, group): [write_bytes when first seen in the run, now]} of every process of HOLDERS and TRAINER
+    (a process started during the run counts from 0: its first sighting is after it began writing)."""
     groups = dict(HOLDERS, **TRAINER)
     for name in CTS:
         script = '; '.join(
@@ -69,14 +75,29 @@ def written(counters):
             parts = line.split()
             if len(parts) == 3:
                 key = (name, parts[1], parts[0])
-                counters[key] = max(counters.get(key, 0), int(parts[2]))
+                if key not in counters:
+                    counters[key] = [int(parts[2]) if baseline else 0, int(parts[2])]
+                counters[key][1] = int(parts[2])
 
 
 def by_group(counters):
+    """{group: bytes written to storage during the run}."""
     found = {}
-    for (_host, _pid, group), value in counters.items():
-        found[group] = found.get(group, 0) + value
+    for (_host, _pid, group), (first, last) in counters.items():
+        found[group] = found.get(group, 0) + last - first
     return found
+
+
+def extract_async(tmp, extravars):
+    """extract.yml started through ansible-runner without waiting: (thread, runner, the output log's path)."""
+    private = tmp / 'online'
+    private.mkdir()
+    if VENV_BIN not in os.environ['PATH'].split(os.pathsep):
+        os.environ['PATH'] = VENV_BIN + os.pathsep + os.environ['PATH']
+    thread, runner = ansible_runner.run_async(
+        private_data_dir=str(private), project_dir=REPO, playbook='extract.yml', inventory=[DEMO_INVENTORY],
+        extravars=extravars, envvars={'ANSIBLE_CONFIG': os.path.join(REPO, 'ansible.cfg')}, quiet=True)
+    return thread, runner
 
 
 @pytest.fixture(scope='module')
@@ -86,36 +107,46 @@ def online(tmp_path_factory):
     reader_dir = '%s/%s-reader' % (OUTPUT_DIR, run_id)
     extravars = {'extraction_job_mode': 'online', 'extraction_job_name': JOB, 'online_training_run_id': run_id}
     started = time.time()
-    runner, output = playbook(tmp, 'online', 'extract.yml', extravars)
-    assert runner.rc == 0, output[-6000:]
-    up = time.time()
-    counters, killed = {}, None
-
-    def consumed():
-        written(counters)
-        nonlocal killed
+    thread, runner = extract_async(tmp, extravars)
+    # Polled while extract.yml runs: the trainer starts at its end and a run of the fixture takes some 20 s. When the
+    # producer starts, what the processes that hold hidden states have written so far (their start: logs, bytecode)
+    # is the baseline; one started later (ct2's server after its kill) counts from 0.
+    counters, killed, trainer_started, found = {}, None, None, {}
+    deadline = time.time() + 900
+    while found.get('state') != 'done':
+        assert time.time() < deadline, 'waited 900 s for the online run: %s' % found
+        if not thread.is_alive():
+            assert runner.rc == 0, runner.stdout.read()[-6000:]
+        if trainer_started is None:
+            if ct('ct3', 'systemctl is-active %s' % PRODUCER_UNIT, check=False).stdout.strip() == 'active':
+                written(counters, baseline=True)
+                trainer_started = time.time()
+            time.sleep(0.5)
+            continue
         found = progress(reader_dir)
-        if killed is None and found.get('consumed', 0) >= SAMPLES // 4:
+        if killed is None and found.get('consumed', 0) >= KILL_AT:
             ct('ct2', 'systemctl kill --signal=KILL %s' % SERVER_UNIT)
             killed = found.get('consumed')
-        return found if found.get('state') == 'done' else None
-
-    final = wait_for('the reader to consume every sample', consumed, 600)
+        written(counters)
     done = time.time()
+    thread.join()
+    assert runner.rc == 0, runner.stdout.read()[-6000:]
+    final = found
     records = [json.loads(line) for line in ct(
         'ct3', 'cat %s/records.jsonl' % reader_dir, timeout=60).stdout.splitlines() if line.strip()]
-    leftovers = dict((name, ct(name, "find %s %s -type f 2>/dev/null | grep -v '/%s/' | head -20; "
+    # dumps (the capture's own stats and reserve files are not hidden states), the job's output, rejected dumps
+    leftovers = dict((name, ct(name, "find %s -type f \\( -name '*.pt' -o -name '*.tmp' \\) | head -20; "
+                                     "find %s/%s -type f 2>/dev/null | head -20; "
                                      "find %s -path '*gateway-rejected*' -type f 2>/dev/null | head -5"
-                                     % (DUMP_DIR, '%s/%s' % (OUTPUT_ROOT, JOB), FILES_JOB, OUTPUT_ROOT),
-                                     check=False).stdout.split())
+                                     % (DUMP_DIR, OUTPUT_ROOT, JOB, OUTPUT_ROOT), check=False).stdout.split())
                      for name in CTS)
-    return {'tmp': tmp, 'run_id': run_id, 'reader_dir': reader_dir, 'records': records, 'progress': final,
-            'killed_at': killed, 'io': counters, 'leftovers': leftovers, 'extract_seconds': up - started,
-            'online_seconds': done - up}
+    return {'tmp': tmp, 'run_id': run_id, 'files_job': 'files%s' % run_id, 'reader_dir': reader_dir, 'records': records, 'progress': final,
+            'killed_at': killed, 'io': counters, 'leftovers': leftovers,
+            'extract_seconds': trainer_started - started, 'online_seconds': done - trainer_started}
 
 
 def test_every_sample_is_consumed_once_though_a_server_was_killed(online):
-    assert online['killed_at'] is not None, 'the reader finished before ct2 could be killed'
+    assert online['killed_at'] is not None and online['killed_at'] < SAMPLES // 2, online['killed_at']
     ids = [record['sample_id'] for record in online['records']]
     assert len(ids) == SAMPLES and len(set(ids)) == SAMPLES, (len(ids), len(set(ids)))
     assert online['progress']['consumed'] == SAMPLES
@@ -134,32 +165,32 @@ def test_no_hidden_state_is_written_to_a_disk_or_left_at_rest(online):
 
 
 def test_the_files_mode_writes_the_same_tensors_for_the_same_samples(online):
-    tmp = online['tmp']
+    tmp, files_job = online['tmp'], online['files_job']
     dataset = tmp / 'dataset.jsonl'
     with open(dataset, 'w', encoding='utf-8') as f:
         for index, record in enumerate(online['records']):
             ids = record['input_ids']
             f.write(json.dumps({'id': 'r%05d' % index, 'input_ids': ids, 'loss_mask': [1] * len(ids)}) + '\n')
     started = time.time()
-    runner, output = playbook(tmp, 'files', 'extract.yml', {'extraction_job_name': FILES_JOB,
+    runner, output = playbook(tmp, 'files', 'extract.yml', {'extraction_job_name': files_job,
                                                           'extraction_job_dataset': str(dataset)})
     assert runner.rc == 0, output[-6000:]
     shards = {}
 
     def complete():
-        for index, name in enumerate(sorted(CTS)):
-            status = ct(name, 'cat %s/%s/shard-*/status.json 2>/dev/null' % (OUTPUT_ROOT, FILES_JOB), check=False).stdout
+        for name in sorted(CTS):
+            status = ct(name, 'cat %s/%s/shard-*/status.json 2>/dev/null' % (OUTPUT_ROOT, files_job), check=False).stdout
             shards[name] = json.loads(status) if status.strip() else {}
         return all(s.get('state') == 'complete' for s in shards.values())
 
     wait_for('the files mode to finish', complete, 600)
     files_seconds = time.time() - started
-    local = tmp / 'files'
+    local = tmp / 'files-out'
     local.mkdir()
     for name in CTS:
         archive = local / ('%s.tar' % name)
         with open(archive, 'wb') as out:
-            subprocess.run(_ssh(CTS[name], 'tar -C %s -cf - %s' % (OUTPUT_ROOT, FILES_JOB)), stdout=out, check=True,
+            subprocess.run(_ssh(CTS[name], 'tar -C %s -cf - %s' % (OUTPUT_ROOT, files_job)), stdout=out, check=True,
                            timeout=300)
         (local / name).mkdir()
         subprocess.run(['tar', '-C', str(local / name), '-xf', str(archive)], check=True)
@@ -168,19 +199,22 @@ def test_the_files_mode_writes_the_same_tensors_for_the_same_samples(online):
     argv = [TORCH_PYTHON, os.path.join(REPO, 'tests', 'online', 'online_fleet_check.py'), '--records', str(records),
             '--dataset', str(dataset)]
     for name in CTS:
-        argv += ['--count', str(local / name / FILES_JOB)]
+        argv += ['--count', str(local / name / files_job)]
     check = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=600)
     assert check.returncode == 0, check.stdout + check.stderr
     summary = json.loads(check.stdout)
     assert summary['compared'] == SAMPLES
     _record(online, files_seconds)
+    for name in CTS:   # the test's files (compared; the next run makes its own)
+        ct(name, 'rm -rf %s/%s' % (OUTPUT_ROOT, files_job))
 
 
 def test_stop_stops_the_trainer_the_servers_and_the_master(online, tmp_path):
     runner, output = playbook(tmp_path, 'stop', 'playbooks/stop.yml', {})
     assert runner.rc == 0, output[-6000:]
     for name in CTS:
-        left = ct(name, "pgrep -af 'sglang_standin|eagle3_extraction_job|mooncake_|specforge' || true").stdout.strip()
+        every = '|'.join('(%s)' % pattern for pattern in list(HOLDERS.values()) + list(TRAINER.values()))
+        left = ct(name, "pgrep -af '%s' || true" % every).stdout.strip()
         assert left == '', (name, left)
 
 
