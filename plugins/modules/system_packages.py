@@ -14,7 +14,7 @@ author: eagle3.extraction maintainers (@eagle3)
 description:
   - Reads which of O(names) dpkg has installed (C(dpkg-query)), and runs C(apt-get install) for the missing ones
     alone. A host that has them all needs no apt index, nor C(python3-apt) (which ansible.builtin.apt installs
-    from the network first): the containers of a site whose base image has them, and the local fleet's.
+    from the network first), as the containers of a site whose base image has them and the local fleet's.
   - The role C(eagle3.extraction.ml_env) installs O(names) from its C(ml_env_system_packages) this way (Mooncake's
     wheels link against C(libibverbs1), C(libnuma1) and C(libcurl4)).
 options:
@@ -92,8 +92,8 @@ def main():
     except (CommandTimeout, OSError) as exc:
         module.fail_json(msg='%s' % exc)
     if rc != 0:
-        module.fail_json(msg='apt-get install %s failed (rc %d): %s' % (' '.join(missing), rc,
-                                                                       (err or out).strip()[-2000:]),
+        detail = (err or out).strip()[-2000:]
+        module.fail_json(msg='apt-get install %s failed (rc %d): %s' % (' '.join(missing), rc, detail),
                          missing=missing)
     module.exit_json(changed=True, missing=missing)
 

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(not (VENV / 'bin' / 'mooncake_master').exists(),
 
 
 def free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
+    sockets = [socket.socket() for _port in range(count)]
     try:
         for item in sockets:
             item.bind(('127.0.0.1', 0))

@@ -172,8 +172,8 @@ def test_the_files_mode_writes_the_same_tensors_for_the_same_samples(online):
             ids = record['input_ids']
             f.write(json.dumps({'id': 'r%05d' % index, 'input_ids': ids, 'loss_mask': [1] * len(ids)}) + '\n')
     started = time.time()
-    runner, output = playbook(tmp, 'files', 'extract.yml', {'extraction_job_name': files_job,
-                                                          'extraction_job_dataset': str(dataset)})
+    runner, output = playbook(tmp, 'files', 'extract.yml',
+                              {'extraction_job_name': files_job, 'extraction_job_dataset': str(dataset)})
     assert runner.rc == 0, output[-6000:]
     shards = {}
 

@@ -80,7 +80,7 @@ def files_mode_ckpt(server, tmp_path, sample_id, ids, mask):
     sample = dataset.Sample(sample_id, input_ids=array.array("q", ids), loss_mask=array.array("q", mask))
     asyncio.run(send())
     dump = server["dump"] / names.dump_name_for("files", sample_id)
-    for _ in range(500):
+    for _try in range(500):
         if dump.exists():
             break
         asyncio.run(asyncio.sleep(0.02))
@@ -170,7 +170,7 @@ def test_sigterm_finishes_the_prompts_in_flight_then_exits(gateway, store, eagle
     tasks = prompts(4, "term")
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         pending = pool.submit(adapter_for(gateway, store, eagle3).produce_refs, tasks, capture=eagle3[2])
-        for _ in range(200):   # the request is in: its prompts are at the server
+        for _try in range(200):   # the request is in: its prompts are at the server
             if get_json(gateway["url"] + "/status")[1]["prompts_in_flight"]:
                 break
             asyncio.run(asyncio.sleep(0.01))

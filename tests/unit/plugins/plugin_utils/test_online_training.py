@@ -83,8 +83,8 @@ def test_the_hidden_size_is_the_configs_or_its_text_configs():
 def test_the_filter_uses_the_plans_segment_and_layers_and_the_consumers_quantum():
     found = online_training_window({'hidden_size': 7168}, online(), settings())
     assert (found['high'], found['low'], found['hidden_size'], found['aux_layers']) == (18, 13, 7168, 3)
-    trainer = online_training_window({'hidden_size': 7168}, online(), settings(consumer='specforge', batch_size=4,
-                                                                              gpus=['0', '1']))
+    trainer = online_training_window({'hidden_size': 7168}, online(),
+                                     settings(consumer='specforge', batch_size=4, gpus=['0', '1']))
     assert trainer['low'] == 13 and trainer['high'] == 18
     with pytest.raises(AnsibleFilterError, match='optimizer step'):
         online_training_window({'hidden_size': 7168}, online(), settings(consumer='specforge', batch_size=32,
