@@ -139,26 +139,35 @@ class JobConfig:  # pylint: disable=too-many-instance-attributes
         return self.status_file or os.path.join(self.output_dir, "status.json")
 
 
-def from_dict(raw):
+def dataclass_from(cls, raw, required):
+    """``cls(**raw)`` of a config read from JSON: an object, no key ``cls`` does not have, every ``required`` one
+    given (the gateway's config is read the same way)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"the config must be a JSON object, got {type(raw).__name__}")
-    known = {f.name for f in dataclasses.fields(JobConfig)}
+    known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError(f"unknown keys in the config: {', '.join(unknown)}")
-    missing = sorted(k for k in ("job", "dataset", "output_dir", "server_url") if k not in raw)
+    missing = sorted(k for k in required if k not in raw)
     if missing:
         raise ConfigError(f"missing keys in the config: {', '.join(missing)}")
-    return JobConfig(**raw)
+    return cls(**raw)
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}: not valid JSON: {exc}") from exc
+
+
+def from_dict(raw):
+    return dataclass_from(JobConfig, raw, ("job", "dataset", "output_dir", "server_url"))
 
 
 def load(path):
-    with open(path, encoding="utf-8") as f:
-        try:
-            raw = json.load(f)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: not valid JSON: {exc}") from exc
-    return from_dict(raw)
+    return from_dict(read_json(path))
 
 
 def read_api_key(path):

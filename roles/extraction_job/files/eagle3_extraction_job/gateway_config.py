@@ -7,13 +7,12 @@ Every value is checked whole before anything runs; a bad one raises
 is here: the SGLang API key is in a root-only file the config names (``api_key_file``).
 """
 import dataclasses
-import json
 import math
 import os
 import re
 
 from eagle3_extraction_job import names
-from eagle3_extraction_job.config import ConfigError
+from eagle3_extraction_job.config import ConfigError, dataclass_from, read_json
 
 HOST_RE = re.compile(r"[A-Za-z0-9_.:-]{1,253}")
 MOONCAKE_PROTOCOLS = ("tcp", "rdma")
@@ -133,23 +132,8 @@ class GatewayConfig:  # pylint: disable=too-many-instance-attributes
 
 
 def from_dict(raw):
-    if not isinstance(raw, dict):
-        raise ConfigError(f"the config must be a JSON object, got {type(raw).__name__}")
-    known = {f.name for f in dataclasses.fields(GatewayConfig)}
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ConfigError(f"unknown keys in the config: {', '.join(unknown)}")
-    missing = sorted(k for k in ("job", "server_url", "dump_dir", "rejected_dir", "mooncake")
-                     if k not in raw)
-    if missing:
-        raise ConfigError(f"missing keys in the config: {', '.join(missing)}")
-    return GatewayConfig(**raw)
+    return dataclass_from(GatewayConfig, raw, ("job", "server_url", "dump_dir", "rejected_dir", "mooncake"))
 
 
 def load(path):
-    with open(path, encoding="utf-8") as f:
-        try:
-            raw = json.load(f)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: not valid JSON: {exc}") from exc
-    return from_dict(raw)
+    return from_dict(read_json(path))
