@@ -12,13 +12,11 @@ import time
 
 import pytest
 
+# (no importorskip here: this conftest is loaded in the controller's venv too, where tests/conftest.py leaves the
+# suite out; the torch venv has Mooncake and SpecForge: lab/bootstrap/torch-venv.sh)
+from mooncake_processes import mooncake_store
 from online_stack import HIDDEN, JOB, KEY, LAYER_IDS, PACKAGE, get_json
-
-pytest.importorskip("mooncake.store")
-pytest.importorskip("specforge")
-
-from mooncake_processes import mooncake_store  # noqa: E402  pylint: disable=wrong-import-position
-from standin_process import free_port, standin_server  # noqa: E402  pylint: disable=wrong-import-position
+from standin_process import free_port, standin_server
 
 
 @pytest.fixture(scope="module")
