@@ -180,6 +180,9 @@ ensure_pct_container() {
   done
   # masked, not only stopped: the restart extract.yml gives it (its /dev/shm) must not start it again
   fleet_ssh "$node_addr" pct exec "$vmid" -- systemctl mask --now ssh.service ssh.socket >/dev/null 2>&1
+  # a first boot may still be making the host keys (ssh.service's ExecStartPre) when it is stopped: that leaves it
+  # "failed", where a container that runs no sshd shows "inactive"
+  fleet_ssh "$node_addr" pct exec "$vmid" -- systemctl reset-failed ssh.service ssh.socket >/dev/null 2>&1 || true
   if fleet_ssh "$node_addr" pct exec "$vmid" -- systemctl is-active --quiet ssh.service; then
     log "container $name: sshd still runs"; exit 1
   fi
