@@ -16,6 +16,26 @@ import glob
 import os
 import re
 
+# the options every module of a run takes (online_training_attempt, online_training_status; documented once in the
+# doc fragment eagle3.extraction.online_training_run) and their one check
+RUN_ID = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]{0,127}')
+RUN_ARGUMENT_SPEC = {
+    'control_root': {'type': 'path', 'required': True},
+    'run_id': {'type': 'str', 'required': True},
+    'output_dir': {'type': 'path', 'required': True},
+}
+
+
+def run_input_error(params):
+    """Why the run's options cannot be used (naming the option and its value), else None."""
+    for name in ('control_root', 'output_dir'):
+        if not os.path.isabs(params[name]) or os.path.normpath(params[name]) == '/':
+            return '%s=%r: expected an absolute path other than /' % (name, params[name])
+    if not RUN_ID.fullmatch(params['run_id']):
+        return 'run_id=%r: expected letters, digits, ".", "_" and "-"' % params['run_id']
+    return None
+
+
 CHANNEL = 'refs.jsonl'
 ATTEMPT = re.compile(r'attempt-([0-9]{4,})')
 

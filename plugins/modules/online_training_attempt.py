@@ -22,24 +22,13 @@ description:
 author:
   - eagle3.extraction maintainers (@eagle3)
 options:
-  control_root:
-    description: Absolute path under which each run keeps its attempts; not C(/).
-    type: path
-    required: true
-  run_id:
-    description: SpecForge's C(run_id); a name of letters, digits, C(.), C(_), C(-).
-    type: str
-    required: true
-  output_dir:
-    description: SpecForge's C(output_dir), where the consumer writes its checkpoints.
-    type: path
-    required: true
   restart:
     description: Start a new attempt although the newest one finished.
     type: bool
     default: false
 extends_documentation_fragment:
   - eagle3.extraction.attributes
+  - eagle3.extraction.online_training_run
 '''
 
 EXAMPLES = r'''
@@ -87,25 +76,19 @@ previous_reason:
 '''
 
 import os
-import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.eagle3.extraction.plugins.module_utils.specforge_attempt import decide
-
-RUN_ID = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]{0,127}')
+from ansible_collections.eagle3.extraction.plugins.module_utils.specforge_attempt import (
+    RUN_ARGUMENT_SPEC, decide, run_input_error)
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(
-        control_root=dict(type='path', required=True), run_id=dict(type='str', required=True),
-        output_dir=dict(type='path', required=True), restart=dict(type='bool', default=False)),
-        supports_check_mode=True)
+    module = AnsibleModule(argument_spec=dict(RUN_ARGUMENT_SPEC, restart=dict(type='bool', default=False)),
+                           supports_check_mode=True)
     params = module.params
-    for name in ('control_root', 'output_dir'):
-        if not os.path.isabs(params[name]) or os.path.normpath(params[name]) == '/':
-            module.fail_json(msg='%s=%r: expected an absolute path other than /' % (name, params[name]))
-    if not RUN_ID.fullmatch(params['run_id']):
-        module.fail_json(msg='run_id=%r: expected letters, digits, ".", "_" and "-"' % params['run_id'])
+    error = run_input_error(params)
+    if error:
+        module.fail_json(msg=error)
     result = decide(os.path.join(params['control_root'], params['run_id']), params['output_dir'],
                     params['run_id'], restart=params['restart'])
     changed = result['action'] == 'start'

@@ -21,18 +21,6 @@ description:
 author:
   - eagle3.extraction maintainers (@eagle3)
 options:
-  control_root:
-    description: Absolute path under which each run keeps its attempts; not C(/).
-    type: path
-    required: true
-  run_id:
-    description: SpecForge's C(run_id); letters, digits, C(.), C(_), C(-).
-    type: str
-    required: true
-  output_dir:
-    description: SpecForge's C(output_dir) (checkpoints, the reader's progress).
-    type: path
-    required: true
   consumer:
     description: What consumes the features, V(specforge) (the trainer) or V(reader).
     type: str
@@ -45,6 +33,7 @@ options:
     default: []
 extends_documentation_fragment:
   - eagle3.extraction.attributes
+  - eagle3.extraction.online_training_run
 seealso:
   - module: eagle3.extraction.online_training_attempt
 '''
@@ -111,18 +100,15 @@ logs:
 '''
 
 import os
-import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.eagle3.extraction.plugins.module_utils.server_probe import (
     UNIT_NAME, unit_properties, unit_running)
 from ansible_collections.eagle3.extraction.plugins.module_utils.specforge_attempt import (
-    attempt_dirs, attempt_state, attempts)
+    RUN_ARGUMENT_SPEC, attempt_dirs, attempt_state, attempts, run_input_error)
 from ansible_collections.eagle3.extraction.plugins.module_utils.specforge_progress import (
     LOGS, channel_counts, last_step, reader_progress)
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import show
-
-RUN_ID = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]{0,127}')
 
 
 def read(params):
@@ -156,17 +142,14 @@ def read(params):
 
 def main():
     module = AnsibleModule(argument_spec=dict(
-        control_root=dict(type='path', required=True), run_id=dict(type='str', required=True),
-        output_dir=dict(type='path', required=True),
+        RUN_ARGUMENT_SPEC,
         consumer=dict(type='str', choices=['specforge', 'reader'], default='specforge'),
         units=dict(type='list', elements='str', default=[])),
         supports_check_mode=True)
     params = module.params
-    for name in ('control_root', 'output_dir'):
-        if not os.path.isabs(params[name]) or os.path.normpath(params[name]) == '/':
-            module.fail_json(msg='%s=%s: expected an absolute path other than /' % (name, show(params[name])))
-    if not RUN_ID.fullmatch(params['run_id']):
-        module.fail_json(msg='run_id=%s: expected letters, digits, ".", "_" and "-"' % show(params['run_id']))
+    error = run_input_error(params)
+    if error:
+        module.fail_json(msg=error)
     for unit in params['units']:
         if not UNIT_NAME.fullmatch(unit):
             module.fail_json(msg='units holds %s, not a unit name ending in .service' % show(unit))
