@@ -1,0 +1,387 @@
+"""Training while extracting on real SGLang (lab/gpu/online_real_engine.sh, issue 37). Subcommands:
+
+  online    one online run against a running SGLang server with the capture on: a real Mooncake store
+            (master and segment, tests/online/mooncake_processes.py), the capture gateway as its unit runs
+            it (python -m eagle3_extraction_job gateway --config), SpecForge 0.2.0's producer and a consumer
+            (SpecForge's own trainer, or the collection's reader), each its own process with the role's
+            command (specforge train -c run.yaml --role producer|consumer). Timed from the producer's start
+            to the consumer's exit; what the processes holding hidden states wrote to a disk
+            (/proc/<pid>/io write_bytes: tmpfs is not counted there) and what the trainer wrote. One JSON line.
+  vocab     SpecForge's vocabulary map of a conversations dataset for the draft config (lab/fixtures/online_fixture.py)
+  dataset   the reader's records -> the files mode's dataset of the same token ids (r<index> ids)
+  eval      SpecForge's own evaluator (Trainer.evaluate) on every checkpoint of some runs, one fixed eval
+            set of files: a JSON line per checkpoint
+  report    the tables (times, bytes, eval losses, their spreads) from the recorded JSON lines
+
+Run with the kit's python; SpecForge's wheels, Mooncake's and the job's package on PYTHONPATH.
+"""
+
+import argparse
+import gc
+import glob
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PACKAGE = os.path.join(ROOT, "roles", "extraction_job", "files")
+# the store's processes, shared with the online tests (free ports, ended with the context)
+sys.path[:0] = [os.path.join(ROOT, "tests", "online"), os.path.join(ROOT, "tests", "job")]
+# the processes that hold hidden states (patterns on /proc/<pid>/cmdline): none may write them to a disk
+HOLDERS = {"server": r"sglang\.launch_server|^sglang::", "gateway": r"eagle3_extraction_job gateway",
+           "master": r"mooncake_master", "segment": r"mooncake_client"}
+TRAINER = {"producer": r"--role producer", "consumer": r"--role consumer|eagle3_extraction_job reader"}
+STEP_RE = re.compile(r"^step (\d+): ")
+
+
+def emit(result, record=None):
+    line = json.dumps(result)
+    print(line, flush=True)
+    if record:
+        with open(record, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+
+def io_written(counters):
+    """{pid: [group, write_bytes at first sight, now]} of HOLDERS' and TRAINER's processes, updated."""
+    groups = dict(HOLDERS, **TRAINER)
+    for path in glob.glob("/proc/[0-9]*/cmdline"):
+        pid = path.split("/")[2]
+        try:
+            with open(path, "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            with open(f"/proc/{pid}/io", encoding="ascii") as f:
+                written = next(int(line.split()[1]) for line in f if line.startswith("write_bytes"))
+        except (OSError, StopIteration, ValueError):
+            continue
+        group = next((name for name, pattern in groups.items() if re.search(pattern, cmdline)), None)
+        if group:
+            counters.setdefault(pid, [group, written, written])[2] = written
+    return counters
+
+
+def by_group(counters):
+    out = {}
+    for group, first, now in counters.values():
+        out[group] = out.get(group, 0) + now - first
+    return out
+
+
+def du(path):
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _s, fs in os.walk(path) for f in fs
+               if not os.path.islink(os.path.join(d, f)))
+
+
+def run_yaml(args, work, store):
+    """SpecForge's run config as roles/online_training/templates/run.yaml.j2 makes it (same keys, same
+    meaning); the watermarks from the role's own rule unless given."""
+    sys.path.insert(0, os.path.join(ROOT, "plugins", "plugin_utils"))
+    import online_training  # pylint: disable=import-outside-toplevel,import-error
+    window = online_training.watermarks(args.segment_bytes, 0.5, args.max_length, args.hidden, args.layers,
+                                        online_training.quantum(args.consumer, 1, [0]))
+    high = args.high or window["high"]
+    low = args.low or window["low"]
+    attempt = os.path.join(work, "attempt-0001")
+    return {
+        "run_id": args.name, "output_dir": os.path.join(work, "output"),
+        "model": {"target_model_path": args.model, "draft_model_config": args.draft,
+                  "vocab_mapping_path": args.vocab_mapping, "aux_hidden_state_layer_ids": args.layers},
+        "data": {"train_data_path": args.dataset, "max_length": args.max_length, "chat_template": "qwen",
+                 "cache_dir": os.path.join(work, "cache")},
+        "training": {"strategy": "eagle3", "num_epochs": 1, "batch_size": 1, "learning_rate": args.lr,
+                     "max_grad_norm": 0.5, "ttt_length": 7, "save_interval": args.save_interval,
+                     "eval_interval": 0, "log_interval": 1, "attention_backend": "sdpa", "seed": args.seed},
+        "runtime": {"producer_lease": args.lease, "in_flight_high_watermark": high,
+                    "in_flight_low_watermark": low},
+        "tracking": {"report_to": "none"},
+        "deployment": {"mode": "disaggregated", "trainer": {"nnodes": 1, "nproc_per_node": 1},
+                       "disaggregated": {"backend": "mooncake", "control_dir": os.path.join(attempt, "control"),
+                                         "consumer_state_dir": os.path.join(attempt, "consumer-state"),
+                                         "server_urls": [store["gateway_url"]],
+                                         "mooncake_metadata_server": store["metadata_server"],
+                                         "mooncake_master_server_addr": store["master_server_address"],
+                                         "mooncake_protocol": "tcp"}},
+    }
+
+
+def start_gateway(args, work, store):
+    """The gateway as its unit runs it; returns (process, url) once /health answers."""
+    from standin_process import free_port  # pylint: disable=import-outside-toplevel,import-error
+    port = free_port()
+    cfg = {"job": args.job, "server_url": args.server_url, "dump_dir": args.dump,
+           "rejected_dir": os.path.join(work, "rejected"), "listen_host": "127.0.0.1", "listen_port": port,
+           "layer_ids": args.layers, "hidden_size": args.hidden, "server_wait": args.server_wait,
+           "api_key_file": args.api_key_file,
+           "mooncake": {"local_hostname": "127.0.0.1", "metadata_server": store["metadata_server"],
+                        "master_server_address": store["master_server_address"],
+                        "local_buffer_size": args.buffer_bytes}}
+    path = os.path.join(work, "gateway.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(cfg, f)
+    log = open(os.path.join(work, "gateway.log"), "w", encoding="utf-8")  # pylint: disable=consider-using-with
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([PACKAGE, os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, "-m", "eagle3_extraction_job", "gateway", "--config", path],
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    from online_stack import get_json  # pylint: disable=import-outside-toplevel,import-error
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"the gateway exited {proc.returncode}: see {log.name}")
+        try:
+            if get_json(url + "/health")[0] == 200:
+                return proc, url
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"the gateway never answered: see {log.name}")
+
+
+def stop(proc, timeout=60):
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
+
+
+def last_step(log):
+    step = 0
+    try:
+        with open(log, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                found = STEP_RE.match(line)
+                step = int(found.group(1)) if found else step
+    except FileNotFoundError:
+        pass
+    return step
+
+
+def run_online(args):
+    # pylint: disable=import-outside-toplevel,import-error
+    import mooncake_processes
+    from online_stack import get_json
+    mooncake_processes.BIN = args.mooncake_bin
+    mooncake_processes.SEGMENT = f"{args.segment_bytes >> 20} MB"
+    mooncake_processes.SEGMENT_BYTES = args.segment_bytes
+    work = os.path.abspath(args.work)
+    os.makedirs(work, exist_ok=True)
+    env = dict(os.environ, MOONCAKE_LOCAL_HOSTNAME="127.0.0.1", MC_TCP_BIND_ADDRESS="127.0.0.1",
+               MOONCAKE_PROTOCOL="tcp", MOONCAKE_GLOBAL_SEGMENT_SIZE="0",
+               MOONCAKE_LOCAL_BUFFER_SIZE=str(args.buffer_bytes), NO_PROXY="127.0.0.1,localhost",
+               PYTHONPATH=os.pathsep.join([PACKAGE, os.environ.get("PYTHONPATH", "")]))
+    counters = {}
+    with mooncake_processes.mooncake_store(work) as store:
+        env.update(MOONCAKE_METADATA_SERVER=store["metadata_server"],
+                   MOONCAKE_MASTER_SERVER_ADDR=store["master_server_address"])
+        gateway, store["gateway_url"] = start_gateway(args, work, store)
+        config = run_yaml(args, work, store)
+        config_path = os.path.join(work, "run.yaml")
+        with open(config_path, "w", encoding="utf-8") as f:
+            json.dump(config, f, indent=1)   # JSON is YAML
+        io_written(counters)
+        python = args.trainer_python or sys.executable
+        consumer_cmd = ([python, "-m", "eagle3_extraction_job", "reader", "--config", config_path]
+                        if args.consumer == "reader" else
+                        [python, "-m", "specforge.cli", "train", "-c", config_path, "--role", "consumer"])
+        logs = {name: open(os.path.join(work, f"{name}.log"), "w", encoding="utf-8")  # pylint: disable=consider-using-with
+                for name in ("producer", "consumer")}
+        started = time.time()
+        producer = subprocess.Popen([python, "-m", "specforge.cli", "train", "-c", config_path,
+                                     "--role", "producer"], env=env, stdout=logs["producer"], stderr=subprocess.STDOUT)
+        consumer = subprocess.Popen(consumer_cmd, env=env, stdout=logs["consumer"], stderr=subprocess.STDOUT)
+        print(f"INFO online {args.name}: producer {producer.pid}, consumer {consumer.pid}, "
+              f"logs in {work}", flush=True)
+        deadline = started + args.timeout
+        try:
+            # a producer that failed ends the attempt (SpecForge never resumes one)
+            while consumer.poll() is None and producer.poll() in (None, 0) and time.time() < deadline:
+                io_written(counters)
+                time.sleep(1)
+            consumer_rc = consumer.poll()
+            seconds = time.time() - started
+            try:
+                producer_rc = producer.wait(max(1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                producer_rc = None
+            io_written(counters)
+            gateway_status = get_json(store["gateway_url"] + "/status")[1]
+        finally:
+            stop(consumer)
+            stop(producer)
+            stop(gateway)
+            for log in logs.values():
+                log.close()
+    control = config["deployment"]["disaggregated"]["control_dir"]
+    result = {"online": {
+        "name": args.name, "consumer": args.consumer, "consumer_rc": consumer_rc, "producer_rc": producer_rc,
+        "seconds": round(seconds, 2), "steps": last_step(os.path.join(work, "consumer.log")),
+        "done": os.path.exists(os.path.join(control, "refs.jsonl.consumer_done")),
+        "failed": [m for m in (".failed", ".consumer_failed") if os.path.exists(os.path.join(control, "refs.jsonl" + m))],
+        "refs": sum(1 for _ in open(os.path.join(control, "refs.jsonl"), encoding="utf-8"))
+        if os.path.exists(os.path.join(control, "refs.jsonl")) else 0,
+        # the gateway's counters: prompts served and failed (a failed row: the producer leases it again), and its
+        # tries of a prompt while its server was down (a restart)
+        "gateway": {k: gateway_status.get(k) for k in ("prompts_served", "prompts_failed", "server_retries",
+                                                        "dumps_failed", "bytes_put")},
+        "holders_write_bytes": by_group({k: v for k, v in counters.items() if v[0] in HOLDERS}),
+        "trainer_write_bytes": by_group({k: v for k, v in counters.items() if v[0] in TRAINER}),
+        "checkpoint_bytes": du(os.path.join(work, "output")),
+        "dumps_left": len([n for n in os.listdir(args.dump) if not n.startswith(".") and not n.endswith(".json")]) if os.path.isdir(args.dump) else 0,
+        "rejected": len(os.listdir(os.path.join(work, "rejected"))) if os.path.isdir(os.path.join(work, "rejected")) else 0,
+        "window": config["runtime"],
+    }}
+    emit(result, args.record)
+    ok = consumer_rc == 0 and producer_rc == 0 and result["online"]["done"] and not result["online"]["failed"]
+    return 0 if ok else 1
+
+
+def run_dataset(args):
+    """The files mode's dataset made of the token ids the reader consumed, one line a record."""
+    with open(args.records, encoding="utf-8") as f:
+        records = [json.loads(line) for line in f]
+    with open(args.out, "w", encoding="utf-8") as out:
+        for index, record in enumerate(records):
+            ids = record["input_ids"]
+            out.write(json.dumps({"id": "r%05d" % index, "input_ids": ids, "loss_mask": [1] * len(ids)}) + "\n")
+    print(f"INFO dataset: {len(records)} records -> {args.out}")
+    return 0
+
+
+def run_vocab(args):
+    sys.path.insert(0, os.path.join(ROOT, "lab", "fixtures"))
+    from online_fixture import write_vocab_mapping  # pylint: disable=import-outside-toplevel,import-error
+    with open(args.draft, encoding="utf-8") as f:
+        draft = json.load(f)
+    with open(args.dataset, encoding="utf-8") as f:
+        chats = [json.loads(line)["conversations"] for line in f if line.strip()]
+    write_vocab_mapping(args.model, chats, args.out, draft["draft_vocab_size"], draft["vocab_size"])
+    print(f"INFO vocab: {len(chats)} conversations -> {args.out}")
+    return 0
+
+
+def checkpoints(run_dir, run_id):
+    found = []
+    for path in glob.glob(os.path.join(run_dir, f"{run_id}-step*")):
+        step = re.fullmatch(re.escape(run_id) + r"-step(\d+)", os.path.basename(path))
+        if step and os.path.isdir(path):
+            found.append((int(step.group(1)), path))
+    return sorted(found)
+
+
+def run_eval(args):
+    """Each run's checkpoints through SpecForge's own offline evaluator, on the same eval set, in one process."""
+    # pylint: disable=import-outside-toplevel
+    import torch
+    from specforge.application import build_application_run
+    from specforge.cli import _bootstrap_single_process_env
+    from specforge.config import load_config
+    from specforge.distributed import destroy_distributed, init_distributed
+
+    _bootstrap_single_process_env()
+    init_distributed(timeout=20, tp_size=1, sp_ulysses_size=1, sp_ring_size=1)
+    rc = 0
+    try:
+        for spec in args.runs:
+            label, run_dir, run_id = spec.split(":", 2)
+            for step, path in checkpoints(run_dir, run_id):
+                cfg = load_config(args.config, [f"model.draft_checkpoint_path={path}"])
+                run = build_application_run(cfg)
+                metrics = run.trainer.evaluate()
+                loss = metrics.get("eval/avg_loss")
+                emit({"eval": {"run": label, "step": step, "loss": float(loss) if loss is not None else None,
+                               "acc": float(metrics.get("eval/avg_acc", float("nan")))}}, args.record)
+                rc |= loss is None
+                del run, metrics
+                gc.collect()
+                torch.cuda.empty_cache()
+    finally:
+        destroy_distributed()
+    return rc
+
+
+def run_report(args):
+    with open(args.record, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    evals = {}
+    for row in rows:
+        if "eval" in row:
+            evals.setdefault(row["eval"]["run"], {})[row["eval"]["step"]] = row["eval"]["loss"]
+    runs = sorted(evals)
+    steps = sorted(set().union(*(set(v) for v in evals.values()))) if evals else []
+    print("| step | " + " | ".join(f"{r}: eval loss" for r in runs) + " |")
+    print("| ---: |" + " ---: |" * len(runs))
+    for step in steps:
+        print(f"| {step} | " + " | ".join(f"{evals[r][step]:.4f}" if step in evals[r] else "-" for r in runs) + " |")
+    rc = 0
+    for a, b, limit in (tuple(p.split(",")) + (None,) if p.count(",") == 1 else tuple(p.split(","))
+                        for p in args.pairs):
+        common = [s for s in steps if s in evals.get(a, {}) and s in evals.get(b, {})]
+        spread = max((abs(evals[a][s] - evals[b][s]) for s in common), default=float("nan"))
+        verdict = ""
+        if limit is not None:
+            ok = bool(common) and spread <= float(limit)
+            verdict = f" ({'within' if ok else 'NOT within'} {limit})"
+            rc |= not ok
+        print(f"INFO eval loss, {a} vs {b}: largest gap {spread:.4f} over steps {common}{verdict}")
+    return rc
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    online = sub.add_parser("online")
+    online.add_argument("--name", required=True)
+    online.add_argument("--work", required=True)
+    online.add_argument("--job", default="onl", help="the gateway's rid prefix (the job's name)")
+    online.add_argument("--model", required=True)
+    online.add_argument("--draft", required=True)
+    online.add_argument("--vocab-mapping", required=True)
+    online.add_argument("--dataset", required=True)
+    online.add_argument("--server-url", required=True)
+    online.add_argument("--dump", required=True)
+    online.add_argument("--layers", type=lambda s: [int(x) for x in s.split(",")], required=True)
+    online.add_argument("--hidden", type=int, required=True)
+    online.add_argument("--consumer", choices=("specforge", "reader"), default="specforge")
+    online.add_argument("--lease", type=int, default=8)
+    online.add_argument("--high", type=int, default=0)
+    online.add_argument("--low", type=int, default=0)
+    online.add_argument("--segment-bytes", type=int, default=8 << 30)
+    online.add_argument("--buffer-bytes", type=int, default=1 << 30)
+    online.add_argument("--max-length", type=int, default=2048)
+    online.add_argument("--lr", type=float, default=1e-3)
+    online.add_argument("--seed", type=int, default=0)
+    online.add_argument("--save-interval", type=int, default=25)
+    online.add_argument("--server-wait", type=float, default=120.0)
+    online.add_argument("--api-key-file", default="", help="the server's API key (a 0600 file), if it has one")
+    online.add_argument("--mooncake-bin", required=True)
+    online.add_argument("--trainer-python", default="", help="the producer's and consumer's (default: this one)")
+    online.add_argument("--timeout", type=float, default=480)
+    online.add_argument("--record")
+    dataset = sub.add_parser("dataset")
+    dataset.add_argument("--records", required=True)
+    dataset.add_argument("--out", required=True)
+    vocab = sub.add_parser("vocab")
+    vocab.add_argument("--model", required=True)
+    vocab.add_argument("--dataset", required=True)
+    vocab.add_argument("--draft", required=True)
+    vocab.add_argument("--out", required=True)
+    evaluate = sub.add_parser("eval")
+    evaluate.add_argument("--config", required=True, help="an offline run config whose eval set is the fixed one")
+    evaluate.add_argument("--runs", nargs="+", required=True, help="LABEL:OUTPUT_DIR:RUN_ID ...")
+    evaluate.add_argument("--record")
+    report = sub.add_parser("report")
+    report.add_argument("--record", required=True)
+    report.add_argument("--pairs", nargs="*", default=[], help="A,B[,LIMIT]: the largest eval-loss gap of two runs")
+    args = parser.parse_args()
+    return {"online": run_online, "vocab": run_vocab, "dataset": run_dataset, "eval": run_eval, "report": run_report}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# `check && pass "..." || fail "..."` is this script's idiom: pass only echoes, so fail runs only when check failed
+# shellcheck disable=SC2015
+# Training while extracting on the real engine (issue 37): real SGLang 0.5.14 with the capture on (the
+# sglang_patch role), a real Mooncake store, the collection's capture gateway, SpecForge 0.2.0's own producer
+# and trainer, on one GPU; against the files mode (the extraction job, then SpecForge's offline trainer) on the
+# same model, prompts, drafter config, vocabulary map and seed.
+#
+#   model   the SpecForge side-by-side's wide model (lab/gpu/specforge_model.py: hidden 7168, 32 layers, 32
+#           experts, seeded dummy weights), aux layers 1,15,28 (SpecForge's default for 32 layers), 144
+#           conversations of 24 to 2,048 tokens: the first 128 train, the last 16 are the fixed eval set
+#   extract same tensors: 8 prompts online, one a batch (lease 1, in-flight window 1), read back from Mooncake
+#           by the collection's reader (SpecForge's consumer-side API), then the files mode on the same token
+#           ids at one prompt a batch: tests/online/online_fleet_check.py, bit for bit. Then the files mode's
+#           extraction of the 128 (job concurrency 16, timed) and of the eval set
+#   train   the files mode's training: SpecForge's offline trainer, one epoch (128 steps, batch 1), a
+#           checkpoint and an eval every 25 steps; it derives the vocabulary map every later run reads. Then
+#           the online mode, one run (producer + SpecForge's trainer beside the server on the one GPU), timed
+#           from the producer's start to the trainer's exit; bytes written by every process
+#   fault   a second online run with the server SIGKILLed (its process group) at step $KILL_AT and started
+#           again with its own command (what the unit's Restart= does; no systemd on the GPU machine), then
+#           SpecForge's evaluator on every checkpoint of the three trainings, one eval set; the tables
+#
+# Needs the SGLang kit in /tmp/kit (parts, as lab/gpu/specforge_side_by_side.sh), .kit/sf (SpecForge's
+# wheels), .kit/mc (Mooncake's CUDA-less wheel for Python 3.12 and msgpack: lab/gpu/online_kit.sh) and
+# ansible-core's wheels in .whl. From the repository root, one call each (at most 10 minutes a call):
+#     bash lab/gpu/online_real_engine.sh extract|train|fault      (or all)
+# Prints PASS/FAIL lines and JSON result lines ($OUT/online-results.jsonl); exit 0 only if all passed.
+set -uo pipefail
+SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+cd "$(dirname "$0")/../.." || exit 1
+MODE=${1:-extract}
+if [ "$MODE" = all ]; then
+  rc=0
+  for mode in extract train fault; do bash "$SELF" "$mode" || rc=1; done
+  exit "$rc"
+fi
+WORK=${ONLINE_WORK:-/tmp/online_real}
+KIT=${KIT:-/tmp/kit}
+NVIDIA_SMI=nvidia-smi
+KILL_AT=${KILL_AT:-40}
+mkdir -p "$KIT"
+if [ "$MODE" = extract ] || [ ! -d "$WORK" ]; then
+  # shellcheck source=lab/gpu/lib.sh
+  . lab/gpu/lib.sh   # ansible-core from .whl, the checkout as eagle3.extraction; makes $WORK afresh
+else
+  export ANSIBLE_COLLECTIONS_PATH=$WORK/collections
+  cleanup() { :; }
+  [ -d /tmp/site ] && export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
+fi
+FAILS=0
+fail() { echo "FAIL $*"; FAILS=$((FAILS + 1)); }
+pass() { echo "PASS $*"; }
+# shellcheck source=lab/gpu/real_sglang.sh
+. lab/gpu/real_sglang.sh   # the kit, patch_with_role, start_server, stop_server
+MEM_PID=
+stop_all() { [ -z "$MEM_PID" ] || kill "$MEM_PID" 2>/dev/null; stop_server; cleanup; }
+trap stop_all EXIT
+
+# SpecForge's and Mooncake's wheels, each in a folder of its own on the PYTHONPATH (nothing else changes)
+SF_SITE=/tmp/sfsite
+MC_SITE=/tmp/mcsite
+for part in sf mc; do
+  [ -d "$KIT/$part" ] || { mkdir -p "$KIT/$part"; cp -r ".kit/$part/." "$KIT/$part/"; }
+  site=$([ "$part" = sf ] && echo "$SF_SITE" || echo "$MC_SITE")
+  if [ ! -f "$site/.complete" ]; then
+    (cd "$KIT/$part/wheels" && sha256sum -c --quiet ../SHA256SUMS) || { echo "FAIL the $part wheels"; exit 1; }
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$KIT/$part"/wheels/*.whl \
+      && touch "$site/.complete"
+  fi
+done
+ENGINE_PYTHONPATH="$SF_SITE:$MC_SITE${SGL_PYTHONPATH:+:$SGL_PYTHONPATH}"
+ENGINE=(env PYTHONPATH="$ENGINE_PYTHONPATH" NCCL_NVLS_ENABLE=0 "$SGL_PY" lab/gpu/online_real_engine.py)
+SIDE=(env PYTHONPATH="$SGL_PYTHONPATH" "$SGL_PY" lab/gpu/side_by_side.py)
+RECORD=${OUT:-$WORK}/online-results.jsonl
+M=$WORK/wide
+LAYERS=1,15,28
+HIDDEN=7168
+DUMP=/dev/shm/hs-online
+PORT=30020
+URL=http://127.0.0.1:$PORT
+echo "== training while extracting on the real engine: $MODE ($(date -u +%FT%TZ)) =="
+echo "[machine] $("$NVIDIA_SMI" --query-gpu=index,name,driver_version,memory.total --format=csv,noheader | tr '\n' ';') $(nproc) cores"
+now() { date +%s.%N; }
+secs() { python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 2))" "$1" "$2"; }
+server_up() { rm -rf "$DUMP"; mkdir -p "$DUMP"; server_restart; }
+# the server's own command again, its dump dir as it was (what the unit's Restart= does)
+server_restart() { start_server ours "$PORT" "$DUMP" "$M/model" "$LAYERS"; }
+memory_watch() {  # the GPU's memory used, every 2 s, into $1 (the online runs: server and trainer side by side)
+  ( while :; do "$NVIDIA_SMI" --query-gpu=memory.used,memory.total --format=csv,noheader,nounits >>"$1"; sleep 2; done ) &
+  MEM_PID=$!
+}
+memory_peak() { kill "$MEM_PID" 2>/dev/null; MEM_PID=; sort -t, -k1 -n "$1" | tail -1 | awk -F', *' '{print $1 " of " $2 " MiB"}'; }
+files_job() {  # name dataset out concurrency: the extraction job, timed from its start to every file durable
+  local t0; t0=$(now)
+  "${SIDE[@]}" job --name "$1" --model "$M/model" --dataset "$2" --out "$3" --work "$WORK/jobs" --url "$URL" \
+    --dump "$DUMP" --concurrency "$4" --max-length 2048 && pass "files mode: job $1 (concurrency $4)" \
+    || { fail "files mode: job $1"; tail -20 "$WORK/jobs/$1.log"; }
+  echo "{\"files_extract\": {\"name\": \"$1\", \"seconds\": $(secs "$t0" "$(now)"), \"bytes\": $(du -sb "$3" | cut -f1)}}" | tee -a "$RECORD"
+}
+online_run() {  # name consumer [more args]: one online run against the running server
+  local name=$1 consumer=$2
+  shift 2
+  "${ENGINE[@]}" online --name "$name" --work "$WORK/$name" --model "$M/model" --draft "$M/draft.json" \
+    --vocab-mapping "$WORK/vocab_mapping.pt" --server-url "$URL" --dump "$DUMP" --layers "$LAYERS" \
+    --hidden "$HIDDEN" --consumer "$consumer" --mooncake-bin "$MC_SITE/bin" --record "$RECORD" "$@"
+}
+
+if [ "$MODE" = extract ]; then
+  rm -f "$RECORD"
+  patch_with_role 1 && pass "sglang_patch role patched the kit's deepseek_v2.py" || fail "sglang_patch role"
+  env PYTHONPATH="$SGL_PYTHONPATH" "$SGL_PY" lab/gpu/specforge_model.py "$M" --layers 32 --hidden "$HIDDEN" \
+    --experts 32 --conversations 144 --max-tokens 2048
+  head -128 "$M/conversations.jsonl" >"$M/train.jsonl"
+  tail -16 "$M/conversations.jsonl" >"$M/eval.jsonl"
+  head -8 "$M/train.jsonl" >"$M/same.jsonl"
+  server_up || { fail "the server did not start"; exit 1; }
+  # the vocabulary map of the one-prompt-a-batch run only (the trainings use the files training's)
+  "${ENGINE[@]}" vocab --model "$M/model" --dataset "$M/same.jsonl" --draft "$M/draft.json" --out "$WORK/vocab_mapping.pt"
+  # 1. the same tensors, one prompt a batch on both sides
+  online_run same reader --dataset "$M/same.jsonl" --lease 1 --high 1 --low 1 --timeout 300 \
+    && pass "online: 8 prompts read back from Mooncake by the reader" || { fail "online: same"; tail -30 "$WORK/same/"*.log; }
+  "${ENGINE[@]}" dataset --records "$WORK/same/output/same-reader/records.jsonl" --out "$WORK/same-ids.jsonl"
+  files_job same "$WORK/same-ids.jsonl" "$WORK/files-same" 1
+  env PYTHONPATH="$ENGINE_PYTHONPATH" "$SGL_PY" tests/online/online_fleet_check.py \
+    --records "$WORK/same/output/same-reader/records.jsonl" --dataset "$WORK/same-ids.jsonl" \
+    --count "$WORK/files-same" | tee "$WORK/same-check.json" \
+    && pass "same tensors: Mooncake's features equal the files mode's .ckpt, bit for bit" || fail "same tensors"
+  # 2. the files mode's extraction, timed, and the fixed eval set's
+  files_job train "$M/train.jsonl" "$WORK/files-train" 16
+  files_job eval "$M/eval.jsonl" "$WORK/files-eval" 1
+elif [ "$MODE" = train ]; then
+  # 3. the files mode's training (the server is down: the files are all it needs)
+  cat >"$WORK/train-files.yaml" <<EOF
+model: {target_model_path: $M/model, draft_model_config: $M/draft.json, target_backend: sglang, torch_dtype: bfloat16}
+data: {hidden_states_path: $WORK/files-train, eval_hidden_states_path: $WORK/files-eval, max_length: 2048,
+       chat_template: qwen, cache_dir: $WORK/train-files/cache}
+training: {strategy: eagle3, num_epochs: 1, batch_size: 1, learning_rate: 1.0e-3, max_grad_norm: 0.5, ttt_length: 7,
+           attention_backend: sdpa, log_interval: 1, save_interval: 25, eval_interval: 25, seed: 0}
+tracking: {report_to: none}
+run_id: files
+output_dir: $WORK/train-files/out
+deployment: {mode: local_colocated, trainer: {nnodes: 1, nproc_per_node: 1}}
+EOF
+  t0=$(now)
+  env PYTHONPATH="$ENGINE_PYTHONPATH" NCCL_NVLS_ENABLE=0 timeout 400 "$SGL_PY" -m specforge.cli train \
+    -c "$WORK/train-files.yaml" >"$WORK/train-files.log" 2>&1 \
+    && pass "files mode: SpecForge trained one epoch from the files" \
+    || { fail "files mode: training"; grep -v -i warn "$WORK/train-files.log" | tail -25; }
+  echo "{\"files_train\": {\"seconds\": $(secs "$t0" "$(now)"), \"steps\": $(grep -c '^step [0-9]*:' "$WORK/train-files.log"), \"checkpoint_bytes\": $(du -sb "$WORK/train-files/out" | cut -f1)}}" | tee -a "$RECORD"
+  grep -o "'eval/avg_loss': [0-9.]*" "$WORK/train-files.log" | sed 's/^/[files, in-run eval] /'
+  # the map the offline trainer derived from the files: every later run reads this one
+  derived=("$WORK"/train-files/cache/vocab_mapping/*.pt)
+  cp "${derived[0]}" "$WORK/vocab_mapping.pt" \
+    && pass "the files training's vocabulary map kept for the online runs" || fail "no vocabulary map derived"
+  # 4. the online mode: one run, the trainer beside the server on the one GPU
+  server_up || { fail "the server did not start"; exit 1; }
+  memory_watch "$WORK/memory-online-1.csv"
+  online_run online-1 specforge --dataset "$M/train.jsonl" --timeout 500 \
+    && pass "online: SpecForge trained one epoch while the server extracted" \
+    || { fail "online: online-1"; tail -40 "$WORK/online-1/consumer.log" "$WORK/online-1/producer.log"; }
+  echo "[memory] GPU memory at its peak, server and trainer: $(memory_peak "$WORK/memory-online-1.csv")"
+elif [ "$MODE" = fault ]; then
+  # 5. the server killed mid-run and brought back with its own command
+  server_up || { fail "the server did not start"; exit 1; }
+  online_run online-2 specforge --dataset "$M/train.jsonl" --timeout 540 &
+  RUN_PID=$!
+  for _ in $(seq 600); do
+    step=$(grep -o '^step [0-9]*:' "$WORK/online-2/consumer.log" 2>/dev/null | tail -1 | tr -dc 0-9)
+    [ "${step:-0}" -ge "$KILL_AT" ] && break
+    kill -0 "$RUN_PID" 2>/dev/null || break
+    sleep 0.5
+  done
+  echo "[fault] SIGKILL to the server's process group at trainer step ${step:-?} ($(date -u +%T))"
+  kill -KILL -- "-$SERVER_PGID" 2>/dev/null; SERVER_PGID=
+  server_restart && pass "the server came back with its own command" || fail "the server did not come back"
+  wait "$RUN_PID" && pass "online: training went on and ended after the server was killed" \
+    || { fail "online: online-2"; tail -40 "$WORK/online-2/consumer.log" "$WORK/online-2/producer.log"; }
+  grep -i -E "retry|re-?lease|requeue|failed" "$WORK/online-2/producer.log" | tail -12 | sed 's/^/[producer] /'
+  stop_server
+  # 6. SpecForge's evaluator on every checkpoint, one eval set
+  sed -e "s|hidden_states_path: $WORK/files-train|hidden_states_path: $WORK/files-eval|" \
+      -e "s|cache_dir: $WORK/train-files/cache|cache_dir: $WORK/eval-cache|" \
+      -e "s|^model: {|model: {vocab_mapping_path: $WORK/vocab_mapping.pt, |" \
+      -e "s|^run_id: files|run_id: eval|" -e "s|^output_dir: .*|output_dir: $WORK/eval-out|" \
+      "$WORK/train-files.yaml" >"$WORK/eval.yaml"
+  "${ENGINE[@]}" eval --config "$WORK/eval.yaml" --record "$RECORD" --runs "files:$WORK/train-files/out:files" \
+    "online-1:$WORK/online-1/output:online-1" "online-2:$WORK/online-2/output:online-2" \
+    >"$WORK/eval.log" 2>&1 && pass "SpecForge's evaluator on every checkpoint" \
+    || { fail "eval"; grep -v -i warn "$WORK/eval.log" | tail -25; }
+  grep '^{"eval"' "$WORK/eval.log"
+  "${ENGINE[@]}" report --record "$RECORD" --pairs files,online-1,0.01 files,online-2,0.01 online-1,online-2 \
+    && pass "the online runs' eval losses within 0.01 of the files mode's at every eval" || fail "eval losses apart"
+fi
+if [ -n "${OUT:-}" ]; then
+  for f in "$WORK"/ours.log "$WORK"/jobs/*.log "$WORK"/*/producer.log "$WORK"/*/consumer.log "$WORK"/*/gateway.log \
+           "$WORK"/train-files.log "$WORK"/eval.log; do
+    [ -f "$f" ] && tail -2000 "$f" >"$OUT/$(basename "$(dirname "$f")")-$(basename "$f")"
+  done
+fi
+echo "== $MODE: $FAILS failure(s) =="
+[ "$FAILS" = 0 ]
