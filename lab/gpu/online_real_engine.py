@@ -276,21 +276,39 @@ def checkpoints(run_dir, run_id):
 
 
 def run_eval(args):
-    """Each run's checkpoints through SpecForge's own offline evaluator, on the same eval set, in one process."""
+    """Each run's checkpoints through SpecForge's own offline evaluator, on the same eval set, in one process.
+    With --until, beside the trainings: a checkpoint is evaluated once complete (its training_state.pt is
+    renamed into place last), until that file exists and none is left; with --delete, each is deleted once
+    evaluated (a 7168-wide draft's checkpoint, optimizer state included, is about 10 GB: five of them a run
+    would fill the GPU machine's disk)."""
     # pylint: disable=import-outside-toplevel
+    import shutil
     import torch
     from specforge.application import build_application_run
     from specforge.cli import _bootstrap_single_process_env
     from specforge.config import load_config
     from specforge.distributed import destroy_distributed, init_distributed
 
+    specs = [spec.split(":", 2) for spec in args.runs]
+    done = set()
+
+    def pending():
+        return [(label, step, path) for label, run_dir, run_id in specs for step, path in checkpoints(run_dir, run_id)
+                if (label, step) not in done and os.path.exists(os.path.join(path, "training_state.pt"))]
+
     _bootstrap_single_process_env()
     init_distributed(timeout=20, tp_size=1, sp_ulysses_size=1, sp_ring_size=1)
     rc = 0
     try:
-        for spec in args.runs:
-            label, run_dir, run_id = spec.split(":", 2)
-            for step, path in checkpoints(run_dir, run_id):
+        while True:
+            todo = pending()
+            if not todo:
+                if not args.until or os.path.exists(args.until) and not pending():
+                    break
+                time.sleep(2)
+                continue
+            for label, step, path in todo:
+                time.sleep(1)   # the latest link and the rotation follow the state file
                 cfg = load_config(args.config, [f"model.draft_checkpoint_path={path}"])
                 run = build_application_run(cfg)
                 metrics = run.trainer.evaluate()
@@ -298,9 +316,12 @@ def run_eval(args):
                 emit({"eval": {"run": label, "step": step, "loss": float(loss) if loss is not None else None,
                                "acc": float(metrics.get("eval/avg_acc", float("nan")))}}, args.record)
                 rc |= loss is None
+                done.add((label, step))
                 del run, metrics
                 gc.collect()
                 torch.cuda.empty_cache()
+                if args.delete:
+                    shutil.rmtree(path)
     finally:
         destroy_distributed()
     return rc
@@ -376,6 +397,8 @@ def main():
     evaluate.add_argument("--config", required=True, help="an offline run config whose eval set is the fixed one")
     evaluate.add_argument("--runs", nargs="+", required=True, help="LABEL:OUTPUT_DIR:RUN_ID ...")
     evaluate.add_argument("--record")
+    evaluate.add_argument("--until", help="evaluate checkpoints as they come until this file exists")
+    evaluate.add_argument("--delete", action="store_true", help="delete each checkpoint once evaluated")
     report = sub.add_parser("report")
     report.add_argument("--record", required=True)
     report.add_argument("--pairs", nargs="*", default=[], help="A,B[,LIMIT]: the largest eval-loss gap of two runs")

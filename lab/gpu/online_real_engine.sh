@@ -98,6 +98,32 @@ files_job() {  # name dataset out concurrency: the extraction job, timed from it
     || { fail "files mode: job $1"; tail -20 "$WORK/jobs/$1.log"; }
   echo "{\"files_extract\": {\"name\": \"$1\", \"seconds\": $(secs "$t0" "$(now)"), \"bytes\": $(du -sb "$3" | cut -f1)}}" | tee -a "$RECORD"
 }
+run_config() {  # file features run_id output_dir [a data key] [a training key]: SpecForge's offline run config
+  local data=${5:+, $5} training=${6:+, $6}
+  cat >"$1" <<EOF
+model: {target_model_path: $M/model, draft_model_config: $M/draft.json, vocab_mapping_path: $WORK/vocab_mapping.pt}
+data: {hidden_states_path: $2, max_length: 2048, chat_template: qwen, cache_dir: $WORK/cache-$3$data}
+training: {strategy: eagle3, num_epochs: 1, batch_size: 1, learning_rate: 1.0e-3, max_grad_norm: 0.5, ttt_length: 7,
+           attention_backend: sdpa, log_interval: 1, save_interval: 25, seed: 0$training}
+tracking: {report_to: none}
+run_id: $3
+output_dir: $4
+deployment: {mode: local_colocated, trainer: {nnodes: 1, nproc_per_node: 1}}
+EOF
+}
+EVAL_PID=
+evaluate_beside() {  # label output_dir run_id: SpecForge's evaluator on each checkpoint as it comes, then deleted
+  rm -f "$WORK/$1.done"
+  "${ENGINE[@]}" eval --config "$WORK/eval.yaml" --record "$RECORD" --runs "$1:$2:$3" --until "$WORK/$1.done" \
+    --delete >"$WORK/eval-$1.log" 2>&1 &
+  EVAL_PID=$!
+}
+evaluated() {  # label: the training is over; the evaluator finishes its last checkpoints
+  touch "$WORK/$1.done"
+  wait "$EVAL_PID" && pass "SpecForge's evaluator on every checkpoint of $1" \
+    || { fail "eval of $1"; grep -v -i warn "$WORK/eval-$1.log" | tail -20; }
+  grep '^{"eval"' "$WORK/eval-$1.log"
+}
 online_run() {  # name consumer [more args]: one online run against the running server
   local name=$1 consumer=$2
   shift 2
@@ -115,54 +141,46 @@ if [ "$MODE" = extract ]; then
   tail -16 "$M/conversations.jsonl" >"$M/eval.jsonl"
   head -8 "$M/train.jsonl" >"$M/same.jsonl"
   server_up || { fail "the server did not start"; exit 1; }
-  # the vocabulary map of the one-prompt-a-batch run only (the trainings use the files training's)
-  "${ENGINE[@]}" vocab --model "$M/model" --dataset "$M/same.jsonl" --draft "$M/draft.json" --out "$WORK/vocab_mapping.pt"
+  # SpecForge's vocabulary map of the training conversations: every run reads this one
+  "${ENGINE[@]}" vocab --model "$M/model" --dataset "$M/train.jsonl" --draft "$M/draft.json" --out "$WORK/vocab_mapping.pt"
   # 1. the same tensors, one prompt a batch on both sides
-  online_run same reader --dataset "$M/same.jsonl" --lease 1 --high 1 --low 1 --timeout 300 \
+  [ -n "${SKIP_SAME:-}" ] || online_run same reader --dataset "$M/same.jsonl" --lease 1 --high 1 --low 1 --timeout 300 \
     && pass "online: 8 prompts read back from Mooncake by the reader" || { fail "online: same"; tail -30 "$WORK/same/"*.log; }
-  "${ENGINE[@]}" dataset --records "$WORK/same/output/same-reader/records.jsonl" --out "$WORK/same-ids.jsonl"
+  [ -n "${SKIP_SAME:-}" ] || { "${ENGINE[@]}" dataset --records "$WORK/same/output/same-reader/records.jsonl" --out "$WORK/same-ids.jsonl"
   files_job same "$WORK/same-ids.jsonl" "$WORK/files-same" 1
   env PYTHONPATH="$ENGINE_PYTHONPATH" "$SGL_PY" tests/online/online_fleet_check.py \
     --records "$WORK/same/output/same-reader/records.jsonl" --dataset "$WORK/same-ids.jsonl" \
     --count "$WORK/files-same" | tee "$WORK/same-check.json" \
-    && pass "same tensors: Mooncake's features equal the files mode's .ckpt, bit for bit" || fail "same tensors"
+    && pass "same tensors: Mooncake's features equal the files mode's .ckpt, bit for bit" || fail "same tensors"; }
   # 2. the files mode's extraction, timed, and the fixed eval set's
   files_job train "$M/train.jsonl" "$WORK/files-train" 16
   files_job eval "$M/eval.jsonl" "$WORK/files-eval" 1
 elif [ "$MODE" = train ]; then
-  # 3. the files mode's training (the server is down: the files are all it needs)
-  cat >"$WORK/train-files.yaml" <<EOF
-model: {target_model_path: $M/model, draft_model_config: $M/draft.json, target_backend: sglang, torch_dtype: bfloat16}
-data: {hidden_states_path: $WORK/files-train, eval_hidden_states_path: $WORK/files-eval, max_length: 2048,
-       chat_template: qwen, cache_dir: $WORK/train-files/cache}
-training: {strategy: eagle3, num_epochs: 1, batch_size: 1, learning_rate: 1.0e-3, max_grad_norm: 0.5, ttt_length: 7,
-           attention_backend: sdpa, log_interval: 1, save_interval: 25, eval_interval: 25, seed: 0}
-tracking: {report_to: none}
-run_id: files
-output_dir: $WORK/train-files/out
-deployment: {mode: local_colocated, trainer: {nnodes: 1, nproc_per_node: 1}}
-EOF
+  # 3. the files mode's training (the server is down: the files are all it needs), evaluated beside it
+  run_config "$WORK/train-files.yaml" "$WORK/files-train" files "$WORK/train-files/out"
+  run_config "$WORK/eval.yaml" "$WORK/files-eval" eval "$WORK/eval-out" \
+    "eval_hidden_states_path: $WORK/files-eval" "eval_interval: 25"
+  evaluate_beside files "$WORK/train-files/out" files
   t0=$(now)
-  env PYTHONPATH="$ENGINE_PYTHONPATH" NCCL_NVLS_ENABLE=0 timeout 400 "$SGL_PY" -m specforge.cli train \
+  env PYTHONPATH="$ENGINE_PYTHONPATH" NCCL_NVLS_ENABLE=0 timeout 420 "$SGL_PY" -m specforge.cli train \
     -c "$WORK/train-files.yaml" >"$WORK/train-files.log" 2>&1 \
     && pass "files mode: SpecForge trained one epoch from the files" \
     || { fail "files mode: training"; grep -v -i warn "$WORK/train-files.log" | tail -25; }
-  echo "{\"files_train\": {\"seconds\": $(secs "$t0" "$(now)"), \"steps\": $(grep -c '^step [0-9]*:' "$WORK/train-files.log"), \"checkpoint_bytes\": $(du -sb "$WORK/train-files/out" | cut -f1)}}" | tee -a "$RECORD"
-  grep -o "'eval/avg_loss': [0-9.]*" "$WORK/train-files.log" | sed 's/^/[files, in-run eval] /'
-  # the map the offline trainer derived from the files: every later run reads this one
-  derived=("$WORK"/train-files/cache/vocab_mapping/*.pt)
-  cp "${derived[0]}" "$WORK/vocab_mapping.pt" \
-    && pass "the files training's vocabulary map kept for the online runs" || fail "no vocabulary map derived"
+  echo "{\"files_train\": {\"seconds\": $(secs "$t0" "$(now)"), \"steps\": $(grep -c '^step [0-9]*:' "$WORK/train-files.log")}}" | tee -a "$RECORD"
+  evaluated files
   # 4. the online mode: one run, the trainer beside the server on the one GPU
   server_up || { fail "the server did not start"; exit 1; }
   memory_watch "$WORK/memory-online-1.csv"
+  evaluate_beside online-1 "$WORK/online-1/output" online-1
   online_run online-1 specforge --dataset "$M/train.jsonl" --timeout 500 \
     && pass "online: SpecForge trained one epoch while the server extracted" \
     || { fail "online: online-1"; tail -40 "$WORK/online-1/consumer.log" "$WORK/online-1/producer.log"; }
-  echo "[memory] GPU memory at its peak, server and trainer: $(memory_peak "$WORK/memory-online-1.csv")"
+  echo "[memory] GPU memory at its peak, server, trainer and evaluator: $(memory_peak "$WORK/memory-online-1.csv")"
+  evaluated online-1
 elif [ "$MODE" = fault ]; then
   # 5. the server killed mid-run and brought back with its own command
   server_up || { fail "the server did not start"; exit 1; }
+  evaluate_beside online-2 "$WORK/online-2/output" online-2
   online_run online-2 specforge --dataset "$M/train.jsonl" --timeout 540 &
   RUN_PID=$!
   for _ in $(seq 600); do
@@ -178,23 +196,13 @@ elif [ "$MODE" = fault ]; then
     || { fail "online: online-2"; tail -40 "$WORK/online-2/consumer.log" "$WORK/online-2/producer.log"; }
   grep -i -E "retry|re-?lease|requeue|failed" "$WORK/online-2/producer.log" | tail -12 | sed 's/^/[producer] /'
   stop_server
-  # 6. SpecForge's evaluator on every checkpoint, one eval set
-  sed -e "s|hidden_states_path: $WORK/files-train|hidden_states_path: $WORK/files-eval|" \
-      -e "s|cache_dir: $WORK/train-files/cache|cache_dir: $WORK/eval-cache|" \
-      -e "s|^model: {|model: {vocab_mapping_path: $WORK/vocab_mapping.pt, |" \
-      -e "s|^run_id: files|run_id: eval|" -e "s|^output_dir: .*|output_dir: $WORK/eval-out|" \
-      "$WORK/train-files.yaml" >"$WORK/eval.yaml"
-  "${ENGINE[@]}" eval --config "$WORK/eval.yaml" --record "$RECORD" --runs "files:$WORK/train-files/out:files" \
-    "online-1:$WORK/online-1/output:online-1" "online-2:$WORK/online-2/output:online-2" \
-    >"$WORK/eval.log" 2>&1 && pass "SpecForge's evaluator on every checkpoint" \
-    || { fail "eval"; grep -v -i warn "$WORK/eval.log" | tail -25; }
-  grep '^{"eval"' "$WORK/eval.log"
+  evaluated online-2
   "${ENGINE[@]}" report --record "$RECORD" --pairs files,online-1,0.01 files,online-2,0.01 online-1,online-2 \
     && pass "the online runs' eval losses within 0.01 of the files mode's at every eval" || fail "eval losses apart"
 fi
 if [ -n "${OUT:-}" ]; then
   for f in "$WORK"/ours.log "$WORK"/jobs/*.log "$WORK"/*/producer.log "$WORK"/*/consumer.log "$WORK"/*/gateway.log \
-           "$WORK"/train-files.log "$WORK"/eval.log; do
+           "$WORK"/train-files.log "$WORK"/eval-*.log; do
     [ -f "$f" ] && tail -2000 "$f" >"$OUT/$(basename "$(dirname "$f")")-$(basename "$f")"
   done
 fi
