@@ -152,8 +152,9 @@ if [ "$MODE" = extract ]; then
     --records "$WORK/same/output/same-reader/records.jsonl" --dataset "$WORK/same-ids.jsonl" \
     --count "$WORK/files-same" | tee "$WORK/same-check.json" \
     && pass "same tensors: Mooncake's features equal the files mode's .ckpt, bit for bit" || fail "same tensors"; }
-  # 2. the files mode's extraction, timed, and the fixed eval set's
-  files_job train "$M/train.jsonl" "$WORK/files-train" 16
+  # 2. the files mode's extraction, timed, and the fixed eval set's (EVAL_SET_ONLY: the eval set alone, for an
+  # online mode on a fresh machine whose files mode ran on an earlier one)
+  [ -n "${EVAL_SET_ONLY:-}" ] || files_job train "$M/train.jsonl" "$WORK/files-train" 16
   files_job eval "$M/eval.jsonl" "$WORK/files-eval" 1
 elif [ "$MODE" = train ]; then
   # 3. the files mode's training (the server is down: the files are all it needs), evaluated beside it
@@ -183,6 +184,8 @@ elif [ "$MODE" = online ]; then
   # each checkpoint's optimizer state (SpecForge's rank file, about 8 GB) is deleted once the checkpoint is
   # complete, as the evaluator reads the draft's weights only and the disk holds 64 GiB
   rm -rf "$WORK/online-1"
+  run_config "$WORK/eval.yaml" "$WORK/files-eval" eval "$WORK/eval-out" \
+    "eval_hidden_states_path: $WORK/files-eval" "eval_interval: 25"
   server_up || { fail "the server did not start"; exit 1; }
   memory_watch "$WORK/memory-online-1.csv"
   ( while :; do
