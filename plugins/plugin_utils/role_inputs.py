@@ -229,13 +229,9 @@ def role_value_errors(options, values):
         # the spec's conversion ('8' to 8 for an int, "a,b" to a list); a secret is checked as
         # given (the API key must be a string, not a number turned into one)
         value = given[name] if secret else converted.get(name, given[name])
-        reason = RULES[name].check(value)
-        if reason:
-            if RULES[name].whole_message:
-                errors.append(reason)
-            else:
-                shown = '(hidden)' if secret else show(given[name])
-                errors.append('%s=%s is %s; give %s' % (name, shown, reason, RULES[name].what))
+        error = variables.rule_error(name, value, given[name])
+        if error:
+            errors.append(error)
             failed.add(name)
     errors.extend(cross_errors(options, given, converted, failed))
     return errors
