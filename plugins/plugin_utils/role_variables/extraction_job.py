@@ -52,6 +52,14 @@ def _shard_indexes(value):
     return None
 
 
+def _absolute_dataset(value):
+    # a relative path was checked in the controller's working dir and copied from Ansible's search path (the
+    # role's files/, the playbook's dir): two different files, or a copy that failed after the install
+    if value == '':
+        return None
+    return None if isinstance(value, str) and value.startswith('/') else 'not an absolute path'
+
+
 def _whole_buffer_bytes(value):
     if isinstance(value, bool) or not isinstance(value, int):
         return 'not a whole number of bytes'
@@ -122,12 +130,15 @@ VARIABLES = (
     Variable(
         'extraction_job_dataset', 'str', '',
         description=(
-            'The dataset, JSON Lines (README "Running an extraction"): a path on the controller, copied to each '
-            'host (or on the host with O(extraction_job_dataset_on_host)). Required in the C(files) mode; the '
-            "C(online) mode has none (SpecForge's producer owns the dataset)."),
+            'The dataset, JSON Lines (README "Running an extraction"): an absolute path on the controller, copied '
+            'to each host (or on the host with O(extraction_job_dataset_on_host)). Required in the C(files) mode; '
+            "the C(online) mode has none (SpecForge's producer owns the dataset). A relative path is refused: the "
+            "check would read it in the controller's working directory and the copy in Ansible's search path."),
+        rule=Rule(_absolute_dataset, 'an absolute path (a relative one is looked up in two places: the check in '
+                                     "the controller's working directory, the copy in Ansible's search path)"),
         comment=(
-            'The dataset (JSON Lines: id + input_ids + loss_mask, or id + conversations), a path on\n'
-            'the controller copied to each host; with extraction_job_dataset_on_host, a path on the host.')),
+            'The dataset (JSON Lines: id + input_ids + loss_mask, or id + conversations), an absolute path\n'
+            'on the controller copied to each host; with extraction_job_dataset_on_host, a path on the host.')),
     Variable(
         'extraction_job_dataset_on_host', 'bool', False,
         description='O(extraction_job_dataset) is a path on the host (shared storage): nothing is copied.'),

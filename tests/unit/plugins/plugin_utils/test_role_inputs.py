@@ -2,6 +2,8 @@
 its argument spec (Ansible's ArgumentSpecValidator over meta/argument_specs.yml) and the
 rules that format cannot hold (plugin_utils/role_inputs.py); the good values pass."""
 
+import os
+
 import pytest
 import yaml
 
@@ -103,6 +105,7 @@ BAD = {
     # no '-': a rid is <name>-<sample id> (the job refuses it: names.JOB_RE)
     # a trailing newline too (match('^...$') let it through)
     'extraction_job_name': ['two words', '../up', '-x', 'x' * 65, 'sharegpt-v2', '.hidden', 'job\n'],
+    'extraction_job_dataset': ['train.jsonl', 'data/train.jsonl', '~/train.jsonl', 3],
     'extraction_job_shard_count': [0, -1, 'two', True, 100001, 1.5, '1\n'],
     'extraction_job_shard_indexes': [[], [-1], ['a'], [0, 0], 0, [True], '0'],
     'extraction_job_server_url': ['localhost:30000', 'ftp://x', 'http://', 'http://a b', 'http://x\n'],
@@ -240,6 +243,7 @@ GOOD = {
     'sglang_server_socket_ifname': ['', 'eth0', 'eth0,eth1', '=ib0', '^docker,lo', 'enp65s0f0'],
     'sglang_server_dist_init_host': ['', '10.0.0.1', 'node-a.example'],
     'extraction_job_name': ['extraction', 'sharegpt_v2', 'sharegpt.v2', '_x'],
+    'extraction_job_dataset': ['', os.path.abspath(__file__)],
     'extraction_job_space_margin': [0, 0.1, 1, '0.25'],
     'extraction_job_shard_count': [1, 3, '3'],
     'extraction_job_shard_indexes': [[0], [2, 0], ['1']],
@@ -387,6 +391,21 @@ def test_bad_rollout_values_are_refused(serial, max_fail, reclaim, force, name):
 @pytest.mark.parametrize('serial', ['100%', '50%', 1, '3', [1, '100%'], [1, 2, '50%']])
 def test_good_rollout_values_pass(serial):
     assert rollout_errors(serial, '0', 'true', False) == []
+
+
+@pytest.mark.parametrize('dataset', ['train.jsonl', 'data/train.jsonl', './train.jsonl', '~/train.jsonl'])
+def test_a_relative_dataset_is_refused_whatever_file_the_working_dir_holds(dataset, tmp_path, monkeypatch):
+    """The check read a relative dataset in the controller's working dir, the copy in Ansible's search path (the
+    role's files/, the playbook's dir): with a file of that name in both, the host silently got the other one."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'data').mkdir()
+    for name in ('train.jsonl', 'data/train.jsonl'):
+        (tmp_path / name).write_text('{}\n')
+    errors = role_value_errors(SPECS['extraction_job'], {'extraction_job_dataset': dataset})
+    assert errors == ["extraction_job_dataset=%r is not an absolute path; give an absolute path (a relative one is "
+                      "looked up in two places: the check in the controller's working directory, the copy in "
+                      "Ansible's search path)" % dataset]
+    assert role_value_errors(SPECS['extraction_job'], {'extraction_job_dataset': str(tmp_path / 'train.jsonl')}) == []
 
 
 @pytest.mark.parametrize('values,expected', [
