@@ -27,6 +27,11 @@ SYSTEM_DIRS = frozenset([
 # Trees nothing of ours may live in (of /dev, only /dev/shm holds files of ours).
 SYSTEM_TREES = ('/proc/', '/sys/', '/boot/')
 
+# Trees where data that must outlive a reboot cannot be safe: memory filesystems (/dev/shm, /run: lost on reboot, and
+# the dump dir's tmpfs counts against the job's watermark) and the system's own files (/etc/ssh...).
+NOT_DURABLE_TREES = ('/dev/shm/', '/dev/', '/run/', '/var/run/', '/proc/', '/sys/', '/etc/', '/boot/', '/usr/', '/bin/', '/sbin/',
+                     '/lib/', '/lib32/', '/lib64/', '/libx32/')
+
 # the patterns more than one role's variables take
 DOTTED_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*')
 UNIT_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9:_.@-]{0,200}')
@@ -90,6 +95,19 @@ def path_error(value, empty=False, suffixes=None):
 def path(empty=False, suffixes=None, what='an absolute path that is not a system directory'):
     """A plain absolute path that is not a system directory (path_error)."""
     return Rule(lambda value: path_error(value, empty, suffixes), what + (' (or empty)' if empty else ''))
+
+
+def durable_path(what='an absolute path on durable storage, outside the system\'s dirs and memory filesystems '
+                      '(/dev/shm, /run, /etc...)'):
+    """A plain absolute path (path_error) outside NOT_DURABLE_TREES: where output that must outlive a reboot goes."""
+    def check(value):
+        reason = path_error(value)
+        if reason:
+            return reason
+        normal = value.rstrip('/') + '/'
+        tree = next((tree for tree in NOT_DURABLE_TREES if normal.startswith(tree)), None)
+        return 'under %s, where nothing is durable or ours' % tree.rstrip('/') if tree else None
+    return Rule(check, what)
 
 
 def each(rule):

@@ -77,6 +77,9 @@ BAD = [{name: value} for name, value in CASES_MODULE.CASES] + [
     {'extraction_job_dump_dir': '/dev/shm/sglang_hs', 'sglang_server_dump_dir': '/dev/shm/moved'},
     # a hypervisor that is not a host of the inventory (the role was an assert of its own)
     {'gpu_check_hypervisor': 'pve9'},
+    # output inside the server's dump dir (a tmpfs, moved aside with the dumps by the server's reclaim)
+    {'extraction_job_output_root': '/data/dumps/out', 'sglang_server_dump_dir': '/data/dumps'},
+    {'extraction_job_output_root': '/data/dumps', 'sglang_server_dump_dir': '/data/dumps/'},
 ]
 GOOD = [{name: value} for name, values in CASES_MODULE.GOOD.items()
         for value in GOOD_OVERRIDES.get(name, values)] + [
@@ -98,6 +101,7 @@ GOOD = [{name: value} for name, values in CASES_MODULE.GOOD.items()
     {'extraction_job_dump_dir': '/dev/shm/moved', 'sglang_server_dump_dir': '/dev/shm/moved/'},
     {'gpu_check_hypervisor': 'pve1'},
     {'gpu_check_hypervisor': ''},
+    {'extraction_job_output_root': '/data/dumps2', 'sglang_server_dump_dir': '/data/dumps'},
 ]
 
 

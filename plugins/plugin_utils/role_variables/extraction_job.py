@@ -13,7 +13,7 @@ import re
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.value_rules import (
-    UNIT_NAME, Rule, number, path, pattern)
+    UNIT_NAME, Rule, durable_path, number, path, pattern)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.variable_record import NO_DEFAULT, EntryPoint, Variable
 
 ROLE = 'extraction_job'
@@ -177,8 +177,10 @@ VARIABLES = (
         rule=Rule(_shard_count, 'an integer from 1 to %d' % SHARDS_MAX), plan=True),
     Variable(
         'extraction_job_output_root', 'path', '/srv/eagle3-extraction',
-        description='Durable storage for the output: C(<root>/<name>/shard-<i>-of-<n>/).',
-        rule=path(), plan=True,
+        description=(
+            'Durable storage for the output: C(<root>/<name>/shard-<i>-of-<n>/). Not on a memory filesystem (under '
+            "C(/dev/shm) or C(/run)), under the system's dirs (C(/etc)...) nor inside the server's dump dir."),
+        rule=durable_path(), plan=True,
         comment='Output: <root>/<name>/shard-<index>-of-<count>/ (manifest, card, status, rows_*/data_*.ckpt).'),
     Variable(
         'extraction_job_server_url', 'str', "{{ lookup('eagle3.extraction.host_plan').job.server_url }}",

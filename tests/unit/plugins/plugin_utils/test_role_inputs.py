@@ -109,7 +109,9 @@ BAD = {
     'extraction_job_shard_count': [0, -1, 'two', True, 100001, 1.5, '1\n'],
     'extraction_job_shard_indexes': [[], [-1], ['a'], [0, 0], 0, [True], '0'],
     'extraction_job_server_url': ['localhost:30000', 'ftp://x', 'http://', 'http://a b', 'http://x\n'],
-    'extraction_job_output_root': ['relative', '/', '/var/lib', '/srv/a b'],
+    'extraction_job_output_root': ['relative', '/', '/var/lib', '/srv/a b',
+                                   # memory filesystems, system dirs (issue 36): lost on reboot, or not ours
+                                   '/dev/shm/out', '/dev/shm', '/run/eagle3', '/etc/ssh', '/etc/ssh/out', '/usr/share/x'],
     'extraction_job_dump_dir': ['/dev/shm', 'shm'],
     'extraction_job_python': ['python3', ''],
     'extraction_job_install_dir': ['/opt', 'opt/x', '/opt/x\n', '/opt/x\nExecStartPre=/bin/true'],
@@ -428,6 +430,9 @@ def test_a_relative_dataset_is_refused_whatever_file_the_working_dir_holds(datas
     ({'extraction_job_dataset': '/nonexistent/eagle3.jsonl'}, "extraction_job_dataset='/nonexistent/eagle3.jsonl' is "
                                                               'not a file on the controller'),
     ({'extraction_job_dataset': '/nonexistent/eagle3.jsonl', 'extraction_job_mode': 'files'}, 'not a file'),
+    # the role sees its dump dir resolved (the server's): output inside it is lost with the dumps
+    ({'extraction_job_output_root': '/data/dumps/out', 'extraction_job_dump_dir': '/data/dumps'},
+     "extraction_job_output_root='/data/dumps/out' is inside extraction_job_dump_dir='/data/dumps'"),
 ])
 def test_a_rule_between_variables_is_named(values, expected):
     role = ROLE_OF[sorted(values)[0]]
