@@ -71,6 +71,21 @@ def test_bad_lines_are_reported_with_line_and_id_and_good_lines_go_on(tmp_path):
     assert str(scan.bad_lines[1]).startswith("line 3 (id 'bad-mask'):")
 
 
+def test_a_line_nested_too_deep_is_a_bad_line_not_a_crash(tmp_path):
+    # before: RecursionError out of the scan, at every start of the job: the shard was never done
+    good = make_samples(2)
+    deep = "[" * 100000 + "]" * 100000
+    path = write_dataset(tmp_path / "d.jsonl", good[:1], extra_lines=[
+        deep, '{"id": "deep", "input_ids": ' + deep + ', "loss_mask": [1]}',
+        '{"id": ' + deep + "}",
+        json.dumps({"id": good[1][0], "input_ids": good[1][1], "loss_mask": good[1][2]})])
+    scan = dataset.scan(str(path))
+    assert [(b.line, b.sample_id, b.reason) for b in scan.bad_lines] == [
+        (2, None, "nested too deep to read as JSON"), (3, "deep", "nested too deep to read as JSON"),
+        (4, None, "nested too deep to read as JSON")]
+    assert [s.sample_id for s in scan.samples] == [good[0][0], good[1][0]]
+
+
 def test_shards_partition_the_dataset_and_are_stable(tmp_path):
     samples = make_samples(300)
     path = write_dataset(tmp_path / "d.jsonl", samples)

@@ -85,7 +85,7 @@ def readable_id(raw):
                 return None
             pos = _SPACE.match(text, pos + 1).end()
             value, pos = _DECODER.raw_decode(text, pos)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         pos = _SPACE.match(text, pos).end()
         if key == "id":
@@ -183,6 +183,11 @@ def scan(path, shard_index=0, shard_count=1, dataset_format="auto"):
                 sample = parse_record(record, dataset_format)
             except (ValueError, UnicodeDecodeError) as exc:
                 bad.append(BadLine(lineno, readable_id(raw), str(exc)))
+                continue
+            except RecursionError:
+                # json's decoder recurses once per level: a line nested thousands deep is a bad line like
+                # any other, not a crash at every start
+                bad.append(BadLine(lineno, readable_id(raw), "nested too deep to read as JSON"))
                 continue
             if sample.sample_id in first_line:
                 bad.append(BadLine(lineno, sample.sample_id,
