@@ -57,6 +57,24 @@ def test_a_sample_the_server_refuses_is_recorded_and_the_rest_go_on(job_dirs):
     check_outputs(job_dirs["out"], samples)
 
 
+def test_a_refusal_whose_body_is_not_utf8_is_recorded_as_failed(job_dirs):
+    # before: resp.text() raised UnicodeDecodeError, the sample was never recorded as failed and the
+    # job crashed the same way at every restart
+    samples = make_samples(4)
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", samples)
+    refused_id = samples[1][0]
+
+    async def body(server):
+        server.refuse = {f"testjob-{refused_id}": (422, b"\xff\xfe bad \x80 body")}
+        job = jobmod.Job(config_for(job_dirs, ds, server.url), torch)
+        return await job.run_async(), job.snapshot()
+    code, snap = run(with_server(job_dirs, body))
+    assert code == jobmod.EXIT_REFUSED
+    assert snap["samples_done"] == 3 and snap["samples_failed"] == 1
+    assert failures(job_dirs["out"])[refused_id].endswith("HTTP 422: \ufffd\ufffd bad \ufffd body")
+    check_outputs_except(job_dirs["out"], samples, refused_id)
+
+
 def check_outputs_except(out, samples, missing_id):
     db = sqlite3.connect(os.path.join(out, "manifest.sqlite"))
     done = {r[0] for r in db.execute("SELECT sample_id FROM samples WHERE state = 'done'")}
