@@ -166,6 +166,23 @@ def parse_record(record, dataset_format="auto"):
     return Sample(sample_id, conversations=turns)
 
 
+def has_conversations(path, dataset_format="auto"):
+    """Whether some line of the file is a conversation (needs the tokenizer): read as bytes, a
+    line parsed only when it names the key, up to the first such line."""
+    if dataset_format == "tokenized":
+        return False
+    with open(path, "rb") as f:
+        for raw in f:
+            if b'"conversations"' not in raw:
+                continue
+            try:
+                if parse_record(json.loads(raw), dataset_format).conversations is not None:
+                    return True
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                continue
+    return False
+
+
 def scan(path, shard_index=0, shard_count=1, dataset_format="auto"):
     """Read the whole file once: this shard's samples, the bad lines, the sha256."""
     digest = hashlib.sha256()

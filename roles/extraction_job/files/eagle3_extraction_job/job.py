@@ -39,6 +39,16 @@ class Refused(RuntimeError):
     """The job will not start (space, a foreign output dir, the API key...)."""
 
 
+def tokenizer_refusal(cfg, exc, needed):
+    """Why the job will not start when the conversations' tokenizer cannot be loaded; needed: the
+    lines that need it ("3 conversation lines of this shard")."""
+    where = (f"tokenizer_path={cfg.tokenizer_path!r}" if cfg.tokenizer_path
+             else f"model_path={cfg.model_path!r} (tokenizer_path is empty)")
+    return (f"the tokenizer cannot be loaded from {where}: {type(exc).__name__}: {str(exc)[:200]}; "
+            f"{needed} need it. Give extraction_job_tokenizer_path "
+            "a tokenizer dir on the host (or the model dir), with transformers in the job's venv")
+
+
 class DrainFailed(RuntimeError):
     """The drain met what it cannot go on through: every sample would wait on it.
 
@@ -181,6 +191,10 @@ class Job:  # pylint: disable=too-many-instance-attributes
     def load_dataset(self):
         cfg = self.cfg
         self.scan = dataset.scan(cfg.dataset, cfg.shard_index, cfg.shard_count, cfg.dataset_format)
+        if self.scan.dataset_samples == 0 and self.scan.bad_lines:
+            # a run of nothing is no success: every shard would end "complete", 0 of 0
+            raise Refused(f"every line of the dataset {cfg.dataset} is bad ({len(self.scan.bad_lines)} "
+                          f"lines), nothing can be extracted; the first: {self.scan.bad_lines[0]}")
         pending = [s for s in self.scan.samples if s.conversations is not None]
         tok = None
         if pending:
@@ -191,11 +205,10 @@ class Job:  # pylint: disable=too-many-instance-attributes
                     system_prompt=cfg.chat_system_prompt, max_length=cfg.max_length,
                     ignore_tokens=cfg.chat_ignore_tokens)
             except Exception as exc:  # pylint: disable=broad-except
-                # no tokenizer (not in the venv, not in the model dir), no chat markers: the
-                # conversation lines are bad lines, the pre-tokenized ones still go
-                reason = f"cannot be tokenized: {type(exc).__name__}: {str(exc)[:200]}"
-                for sample in pending:
-                    self.scan.bad_lines.append(dataset.BadLine(sample.line, sample.sample_id, reason))
+                # no tokenizer (not in the venv, not in the model dir, a hub name on a host that cannot
+                # reach the hub): not a fault of any line, and every conversation line of every shard
+                # would be "bad" while the run ends complete; the configuration is what to fix
+                raise Refused(tokenizer_refusal(cfg, exc, f"{len(pending)} conversation lines of this shard")) from exc
         if tok is not None:
             for sample in pending:
                 try:
