@@ -110,6 +110,16 @@ def durable_path(what='an absolute path on durable storage, outside the system\'
     return Rule(check, what)
 
 
+def secret_string(name, check=None):
+    """A secret (an API key): a string, then check(value) -> a whole message or None. A number from YAML
+    (api_key: 12345) is refused, not turned into a string, naming the variable; the value is never shown."""
+    def rule_check(value):
+        if not isinstance(value, str):
+            return '%s=(hidden) is not a string (%s); give it as a string: quote it' % (name, type(value).__name__)
+        return check(value) if check else None
+    return Rule(rule_check, 'a string on one line', whole_message=True)
+
+
 def each(rule):
     """A list whose every item passes rule."""
     def check(value):

@@ -13,7 +13,7 @@ import re
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.value_rules import (
-    UNIT_NAME, Rule, durable_path, number, path, pattern)
+    UNIT_NAME, Rule, durable_path, number, path, pattern, secret_string)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.variable_record import NO_DEFAULT, EntryPoint, Variable
 
 ROLE = 'extraction_job'
@@ -58,6 +58,13 @@ def _absolute_dataset(value):
     if value == '':
         return None
     return None if isinstance(value, str) and value.startswith('/') else 'not an absolute path'
+
+
+def _api_key_text(value):
+    # the job reads the key file stripped and refuses whitespace or a control character in the key
+    if any(ord(char) < 33 or ord(char) == 127 for char in value):
+        return 'extraction_job_api_key=(hidden) holds whitespace or a control character; give the key alone'
+    return None
 
 
 def _whole_buffer_bytes(value):
@@ -212,7 +219,7 @@ VARIABLES = (
         description=(
             "The server's API key (Ansible Vault); written to a root-only file the job reads, never onto a command "
             "line or into a log. Empty takes the server's, C(sglang_server_api_key) (when it is set)."),
-        no_log=True,
+        no_log=True, rule=secret_string('extraction_job_api_key', _api_key_text),
         comment=(
             "the key: empty takes the server's (sglang_server_api_key), in vars/main.yml, so that no rendered\n"
             "key is this option's default (ansible-core prints a role's spec, defaults templated, when a value fails it)")),

@@ -15,7 +15,7 @@ from ansible_collections.eagle3.extraction.plugins.module_utils.validate import 
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_config import (
     ServerConfigError, check_api_key, checked_flags, environment_lines, parse_extra_args)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.value_rules import (
-    DOTTED_NAME, HOST, NODE_NAME, UNIT_NAME, Rule, each, fraction, number, path, pattern, vmid)
+    DOTTED_NAME, HOST, NODE_NAME, UNIT_NAME, Rule, each, fraction, number, path, pattern, secret_string, vmid)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.variable_record import EntryPoint, Variable
 
 ROLE = 'sglang_server'
@@ -72,12 +72,6 @@ def _flags(value):
         return ("sglang_server_flags['mem-fraction-static']=%s is not a number strictly between 0 and 1 (the share "
                 "of each GPU's memory for weights and KV cache)" % show(share))
     return None
-
-
-def _api_key(value):
-    if not isinstance(value, str):
-        return 'sglang_server_api_key is a %s; it must be a string (quote it)' % type(value).__name__
-    return _server_config(check_api_key)(value)
 
 
 DEFAULTS_HEADER = ()
@@ -282,7 +276,7 @@ VARIABLES = (
                 'refused.'),
         ],
         no_log=True,
-        rule=Rule(_api_key, 'a string on one line', whole_message=True), same_on_every_node=True,
+        rule=secret_string('sglang_server_api_key', _server_config(check_api_key)), same_on_every_node=True,
         comment='The API key (keep it in Ansible Vault); empty runs the server without a key.', group=True),
     Variable(
         'sglang_server_config_file', 'str', '/etc/sglang/{{ sglang_server_unit }}.yaml',

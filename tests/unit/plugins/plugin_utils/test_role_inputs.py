@@ -87,6 +87,7 @@ BAD = {
     'sglang_server_interconnect': ['infiniband', 'NVLink', ''],
     'sglang_server_env': [{'A': 'x\ny'}, {'1A': 'x'}, {'A B': 'x'}, {'A': ['x']}, {'A': {'B': 1}}],
     'sglang_server_api_key': [KEY + '\n', 'sk\r', ' ' + KEY, KEY + ' ', 12345, ['sk'], {'k': 'v'}, 'sk\x00x'],
+    'extraction_job_api_key': [12345, 1.5, True, ['sk'], {'k': 'v'}, 'sk key', ' ' + KEY, KEY + '\n', 'sk\x00x'],
     'sglang_server_config_file': ['/etc/sglang/x.conf', 'x.yaml', '/etc/sglang', '/etc/sglang/x.yaml\n'],
     'sglang_server_log_file': ['sglang.log', '/var/log', '/var/log/x.log\n'],
     'sglang_server_stop_timeout': [0, -1, 86401, 'forever'],
@@ -236,6 +237,7 @@ GOOD = {
     'sglang_server_interconnect': ['nvlink', 'pcie'],
     'sglang_server_stale_shm_patterns': [['nccl-*', 'psm_*', 'sglang_hs_0']],
     'sglang_server_api_key': ['', KEY, 'key with inner spaces'],
+    'extraction_job_api_key': ['', KEY],
     'sglang_server_flags': [{'mem-fraction-static': 0.88, 'disable-prefill-cuda-graph': True, 'cuda-graph-bs': [1, 2]},
                             {'mem-fraction-static': '0.8'}, {'mem-fraction-static': ''}],
     # a null value drops a default (the argument spec says so)
@@ -393,6 +395,15 @@ def test_bad_rollout_values_are_refused(serial, max_fail, reclaim, force, name):
 @pytest.mark.parametrize('serial', ['100%', '50%', 1, '3', [1, '100%'], [1, 2, '50%']])
 def test_good_rollout_values_pass(serial):
     assert rollout_errors(serial, '0', 'true', False) == []
+
+
+@pytest.mark.parametrize('name', ['extraction_job_api_key', 'sglang_server_api_key'])
+def test_an_api_key_given_as_a_number_is_refused_naming_the_variable_not_the_value(name):
+    # before: extraction_job_api_key: 12345 passed the check and failed after the install ('_AnsibleTaggedInt'
+    # has no len())
+    errors = role_value_errors(SPECS[ROLE_OF[name]], {name: 982451653})
+    assert errors == ['%s=(hidden) is not a string (int); give it as a string: quote it' % name]
+    assert '982451653' not in errors[0]
 
 
 @pytest.mark.parametrize('dataset', ['train.jsonl', 'data/train.jsonl', './train.jsonl', '~/train.jsonl'])
