@@ -12,6 +12,7 @@ variable and its value around them.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 
@@ -34,10 +35,28 @@ NOT_DURABLE_TREES = ('/dev/shm/', '/dev/', '/run/', '/var/run/', '/proc/', '/sys
 
 # the patterns more than one role's variables take
 DOTTED_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*')
-UNIT_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9:_.@-]{0,200}')
+# a unit's name without its .service, which the role adds (a name ending in .service gave After=x.service.service)
+UNIT_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9:_.@-]{0,200}(?<!\.service)')
 NODE_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}')
 HOST = re.compile(r'[A-Za-z0-9_.:-]{1,253}')
 DECIMAL = re.compile(r'[0-9]+(\.[0-9]*)?|\.[0-9]+')
+# an address: an IP (ip()) or a host name; LOOPBACK and loopback(): one that serves only its own host
+LOOPBACK = ('127.0.0.1', 'localhost', '::1')
+HOST_NAME = re.compile(r'(?=.{1,253}\Z)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?'
+                       r'(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*')
+
+
+def ip(text):
+    """text as an IP address, else None."""
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
+
+
+def loopback(host):
+    """Whether a host is a loopback address (a bind host that serves only its own container)."""
+    return host in LOOPBACK or bool(ip(host) and ip(host).is_loopback)
 
 
 class Rule:
@@ -83,6 +102,9 @@ def path_error(value, empty=False, suffixes=None):
     parts = value.split('/')
     if '..' in parts or '.' in parts or '//' in value or re.search(r'\s', value):
         return 'not a plain absolute path'
+    if '%' in value:
+        # the paths end up in unit files (ExecStart, WorkingDirectory, Environment), where systemd expands %i, %h...
+        return 'a path with %, which systemd expands in a unit file (a specifier)'
     normal = value.rstrip('/') or '/'
     if normal in SYSTEM_DIRS or (normal + '/').startswith(SYSTEM_TREES) or (
             normal.startswith('/dev/') and not normal.startswith('/dev/shm/')):

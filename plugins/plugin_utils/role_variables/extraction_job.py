@@ -10,6 +10,7 @@ meta/argument_specs.yml, defaults/main.yml and README table from these records.
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.value_rules import (
@@ -24,6 +25,8 @@ JOB_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.]{0,63}')
 # a template unit's prefix, which the role makes <name>@.service of: no '@', no suffix
 TEMPLATE_UNIT_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9:_.-]{0,200}(?<!\.service)')
 URL = re.compile(r'https?://[^\s/?#]+[^\s]*')
+# what the job's URL may call: the scheme, a host, a port in range when given (urlsplit's own reading)
+URL_WHAT = 'an http:// or https:// URL with a host and a port from 1 to 65535 (when given)'
 SHARDS_MAX = 100000
 # the gateway's Mooncake transfer buffer (gateway_config.py takes 0 to 1 TiB; under 16 MiB no feature of a long
 # prompt fits a transfer)
@@ -50,6 +53,19 @@ def _shard_indexes(value):
             return 'refused at %s (given twice: a shard is sent once)' % show(item)
         seen.add(index)
     return None
+
+
+def _server_url(value):
+    if not isinstance(value, str) or not URL.fullmatch(value):
+        return 'not allowed'
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:   # urlsplit refuses a port that is not a number from 0 to 65535
+        return 'a URL whose port is not a number from 1 to 65535'
+    if not parts.hostname:
+        return 'a URL without a host'
+    return 'a URL whose port is 0' if port == 0 else None
 
 
 def _absolute_dataset(value):
@@ -198,7 +214,7 @@ VARIABLES = (
                 'C(eagle3.extraction.host_plan)), that is the port and host its C(sglang_server_flags) give, '
                 "loopback for a wildcard bind, rank 0's on a node of rank > 0."),
         ],
-        rule=pattern(URL, 'an http:// or https:// URL'), plan=True,
+        rule=Rule(_server_url, URL_WHAT), plan=True,
         comment=(
             "The server's URL and its dump dir: the host's plan's, that is the URL a client on this host calls\n"
             "its server at (the port and host its flags really give) and the server's dump dir.")),
@@ -346,7 +362,7 @@ VARIABLES = (
         'extraction_job_server_unit', 'str', "{{ lookup('eagle3.extraction.host_plan').server.unit }}",
         description=(
             "The server's unit: the job starts after it (default the host's plan's, sglang_server_unit's value)."),
-        rule=pattern(UNIT_NAME, 'a unit name: letters, digits and :_.@-')),
+        rule=pattern(UNIT_NAME, 'a unit name without .service: letters, digits and :_.@-')),
     Variable(
         'extraction_job_restart_sec', 'int', 30,
         description='Seconds before systemd restarts an incomplete job (it resumes).',
