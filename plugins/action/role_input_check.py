@@ -16,7 +16,7 @@ from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection i
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import connection_errors, through_pct
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
     ACROSS_NAMES, ROLES, across_role_errors, inventory_host_errors, load_specs, required_errors, role_value_errors)
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_address import exposure_warning
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_address import ansible_host_error, exposure_warning
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_listen import AddressError
 
 
@@ -41,6 +41,7 @@ class ActionModule(ControllerCheck):
         errors.extend(required_errors(values, [name for name in options if name not in unresolved]))
         errors.extend(role_value_errors(options, values))
         errors.extend(across_role_errors(specs, values, defaults=False))
+        errors.extend(self._ansible_host_errors(task_vars))
         # what a role's check reads beyond its own variables: the inventory, the host's plan
         beyond = {'gpu_check': self._hypervisor_errors, 'sglang_server': self._address_errors,
                   'proxmox_container': self._connection_errors, 'mooncake_master': self._mooncake_errors}.get(role)
@@ -53,6 +54,17 @@ class ActionModule(ControllerCheck):
         else:
             result['msg'] = '%s: %d values checked' % (role, len(values))
         return result
+
+    def _ansible_host_errors(self, task_vars):
+        """This host's ansible_host, where set, is an address or host name, as inventory_check asks of every host."""
+        if task_vars.get('ansible_host') in (None, ''):
+            return []
+        try:
+            found = self._templar.template(task_vars['ansible_host'])
+        except AnsibleError as exc:
+            return ['ansible_host cannot be read: %s' % exc.message]
+        error = ansible_host_error(task_vars['inventory_hostname'], {'ansible_host': found})
+        return [error] if error else []
 
     def _hypervisor_errors(self, values, task_vars, result, errors):
         """gpu_check_hypervisor names a host of the inventory, as inventory_check says."""

@@ -33,6 +33,29 @@ SYSTEM_TREES = ('/proc/', '/sys/', '/boot/')
 NOT_DURABLE_TREES = ('/dev/shm/', '/dev/', '/run/', '/var/run/', '/proc/', '/sys/', '/etc/', '/boot/', '/usr/', '/bin/', '/sbin/',
                      '/lib/', '/lib32/', '/lib64/', '/libx32/')
 
+# Directories every Debian or Ubuntu container has and another package owns (root:ssl-cert 0710, root:systemd-journal
+# 2755...): a dir the role makes and chowns (extraction_job's install, config, data and log dirs) is never one of
+# them nor inside one. The role's owned_paths refuses such a dir once the container is up; this refuses it before
+# anything changes, in the inventory check and the role's first check alike.
+SYSTEM_OWNED_TREES = (
+    '/etc/ssl', '/etc/ssh', '/etc/systemd', '/etc/pam.d', '/etc/security', '/etc/sudoers.d', '/etc/apt', '/etc/cron.d',
+    '/etc/cron.daily', '/etc/default', '/etc/init.d', '/etc/network', '/etc/logrotate.d', '/etc/sysctl.d',
+    '/etc/modprobe.d', '/etc/udev', '/etc/dbus-1', '/etc/profile.d', '/etc/ld.so.conf.d', '/etc/pve', '/etc/lxc',
+    '/var/log/journal', '/var/log/apt', '/var/log/private', '/var/lib/systemd', '/var/lib/dpkg', '/var/lib/apt',
+    '/var/lib/private', '/var/cache', '/var/spool', '/var/mail', '/var/backups', '/var/lib/lxc', '/var/lib/vz',
+)
+# Units systemd and the base system ship (their template or plain names): a unit the role writes or stops by name
+# must not be one of them (stop.yml would stop every user@*.service), nor any systemd-*.
+SYSTEM_UNITS = frozenset([
+    'user', 'user-runtime-dir', 'getty', 'serial-getty', 'container-getty', 'console-getty', 'autovt', 'modprobe',
+    'emergency', 'rescue', 'dbus', 'ssh', 'sshd', 'cron', 'rsyslog', 'networking', 'default', 'multi-user',
+    'graphical', 'basic', 'sysinit', 'local-fs', 'remote-fs', 'network', 'network-online', 'sockets', 'timers',
+    'paths', 'shutdown', 'reboot', 'poweroff', 'halt', 'kexec', 'ctrl-alt-del', 'console-setup', 'keyboard-setup',
+    'apparmor', 'ifup', 'polkit', 'postfix', 'chrony', 'logrotate', 'man-db', 'apt-daily', 'apt-daily-upgrade',
+    'e2scrub', 'e2scrub_all', 'fstrim', 'dpkg-db-backup', 'unattended-upgrades', 'nvidia-persistenced', 'lxcfs',
+    'lxc', 'pve-container', 'pvedaemon', 'pveproxy', 'pve-cluster', 'kmod-static-nodes', 'setvtrgb',
+])
+
 # the patterns more than one role's variables take
 DOTTED_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*')
 # a unit's name without its .service, which the role adds (a name ending in .service gave After=x.service.service)
@@ -119,6 +142,34 @@ def path(empty=False, suffixes=None, what='an absolute path that is not a system
     return Rule(lambda value: path_error(value, empty, suffixes), what + (' (or empty)' if empty else ''))
 
 
+def _in_system_owned_tree(normal):
+    """The SYSTEM_OWNED_TREES dir that normal (a path without its trailing /) is or is inside, else None."""
+    return next((tree for tree in SYSTEM_OWNED_TREES if normal == tree or normal.startswith(tree + '/')), None)
+
+
+def owned_dir(what='an absolute path that is not a system directory nor inside one another package owns'):
+    """A dir the role makes and chowns: a plain absolute path (path_error), not SYSTEM_OWNED_TREES' nor in one."""
+    def check(value):
+        reason = path_error(value)
+        if reason:
+            return reason
+        tree = _in_system_owned_tree(value.rstrip('/'))
+        return 'in %s, a directory the system owns' % tree if tree else None
+    return Rule(check, what)
+
+
+def unit_name(regex, what):
+    """A unit's name the regex matches whole, that is none of the system's (SYSTEM_UNITS, systemd-*)."""
+    def check(value):
+        if not isinstance(value, str) or not regex.fullmatch(value):
+            return 'not allowed'
+        base = value.split('@', 1)[0]
+        if base in SYSTEM_UNITS or base.startswith('systemd-'):
+            return 'the name of a unit the system has (%s)' % ('%s@.service' % base if '@' in value else base)
+        return None
+    return Rule(check, what + ', not one the system has (user, getty, systemd-*...)')
+
+
 def durable_path(what='an absolute path on durable storage, outside the system\'s dirs and memory filesystems '
                       '(/dev/shm, /run, /etc...)'):
     """A plain absolute path (path_error) outside NOT_DURABLE_TREES: where output that must outlive a reboot goes."""
@@ -128,7 +179,10 @@ def durable_path(what='an absolute path on durable storage, outside the system\'
             return reason
         normal = value.rstrip('/') + '/'
         tree = next((tree for tree in NOT_DURABLE_TREES if normal.startswith(tree)), None)
-        return 'under %s, where nothing is durable or ours' % tree.rstrip('/') if tree else None
+        if tree:
+            return 'under %s, where nothing is durable or ours' % tree.rstrip('/')
+        tree = _in_system_owned_tree(value.rstrip('/'))
+        return 'in %s, a directory the system owns' % tree if tree else None
     return Rule(check, what)
 
 

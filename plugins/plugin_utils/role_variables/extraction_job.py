@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.value_rules import (
-    UNIT_NAME, Rule, durable_path, number, path, pattern, secret_string)
+    UNIT_NAME, Rule, durable_path, number, owned_dir, path, pattern, secret_string, unit_name)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.variable_record import NO_DEFAULT, EntryPoint, Variable
 
 ROLE = 'extraction_job'
@@ -337,23 +337,23 @@ VARIABLES = (
         description=(
             "Where the job's wheel is copied (the job itself is installed into the venv of "
             "C(extraction_job_python)); the units' working dir."),
-        rule=path()),
+        rule=owned_dir()),
     Variable(
         'extraction_job_config_dir', 'path', '/etc/eagle3-extraction',
         description='Root-only dir (0700) for the per-shard configs and the key file.',
-        rule=path()),
+        rule=owned_dir()),
     Variable(
         'extraction_job_data_dir', 'path', '/var/lib/eagle3-extraction',
         description='Where a copied dataset is kept on the host.',
-        rule=path()),
+        rule=owned_dir()),
     Variable(
         'extraction_job_log_dir', 'path', '/var/log/eagle3-extraction',
         description='Where each shard unit appends its log, C(<name>-shard-<i>.log).',
-        rule=path()),
+        rule=owned_dir()),
     Variable(
         'extraction_job_unit', 'str', 'eagle3-extraction-job',
         description='The systemd template unit, without C(@.service); one instance per shard.',
-        rule=pattern(TEMPLATE_UNIT_NAME, "a template unit's name without @.service: letters, digits and :_.-")),
+        rule=unit_name(TEMPLATE_UNIT_NAME, "a template unit's name without @.service: letters, digits and :_.-")),
     Variable(
         'extraction_job_systemd_dir', 'path', '/etc/systemd/system',
         description='Where the unit file is written.',
@@ -380,7 +380,7 @@ VARIABLES = (
         description=(
             'The online mode: the gateway\'s systemd template unit, without C(@.service); its instance is the '
             "job's name."),
-        rule=pattern(TEMPLATE_UNIT_NAME, "a template unit's name without @.service: letters, digits and :_.-"),
+        rule=unit_name(TEMPLATE_UNIT_NAME, "a template unit's name without @.service: letters, digits and :_.-"),
         plan=True),
     Variable(
         'extraction_job_gateway_store_threads', 'int', 8,

@@ -16,7 +16,7 @@ from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_config im
     ServerConfigError, check_api_key, checked_flags, environment_lines, parse_extra_args)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.value_rules import (
     DOTTED_NAME, HOST, HOST_NAME, NODE_NAME, UNIT_NAME, Rule, each, fraction, ip, loopback, number, path, pattern,
-    secret_string, vmid)
+    secret_string, unit_name, vmid)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.variable_record import EntryPoint, Variable
 
 ROLE = 'sglang_server'
@@ -132,7 +132,8 @@ VARIABLES = (
     Variable(
         'sglang_server_unit', 'str', 'sglang-extraction',
         description='Name of the systemd unit, without C(.service).',
-        rule=pattern(UNIT_NAME, 'a unit name without .service: letters, digits and :_.@-'), plan=True, same_on_every_node=True,
+        rule=unit_name(UNIT_NAME, 'a unit name without .service: letters, digits and :_.@-'), plan=True,
+        same_on_every_node=True,
         comment="The systemd unit's name (without .service)."),
     Variable(
         'sglang_server_python', 'str', "{{ lookup('eagle3.extraction.ml_env_python') }}",
