@@ -143,6 +143,32 @@ def test_space_refusal_gives_the_numbers(tmp_path):
     assert need == 10 * space.bytes_per_token(16, 3) + space.FILE_OVERHEAD
 
 
+MOUNTINFO = """\
+27 1 254:0 / / rw,relatime - ext4 /dev/vda rw
+25 24 0:23 / /dev/shm rw,relatime - tmpfs tmpfs rw
+40 27 0:40 / /srv/fast rw,relatime - tmpfs tmpfs rw
+41 40 254:1 / /srv/fast/disk rw,relatime - xfs /dev/vdb rw
+42 27 0:41 / /mnt/my\\040data rw,relatime - ramfs ramfs rw
+"""
+
+
+@pytest.mark.parametrize("path, kind", [
+    ("/srv/out", "ext4"), ("/dev/shm/out/x", "tmpfs"), ("/srv/fast/x", "tmpfs"), ("/srv/fast/disk/x", "xfs"),
+    ("/srv/fastx", "ext4"), ("/mnt/my data/out", "ramfs")])
+def test_the_filesystem_of_a_path_is_its_longest_mount_point(tmp_path, path, kind):
+    table = tmp_path / "mountinfo"
+    table.write_text(MOUNTINFO)
+    assert space.filesystem_type(path, mountinfo=str(table)) == kind
+
+
+def test_an_output_dir_in_memory_is_refused(tmp_path):
+    # an output root on any tmpfs: lost on reboot (the roles refuse /dev/shm and /run by name; this, any tmpfs)
+    with pytest.raises(space.NotDurable, match="output_dir='/x/out' is on a tmpfs"):
+        space.check_durable("/x/out", fs_type=lambda _p: "tmpfs")
+    space.check_durable("/x/out", fs_type=lambda _p: "ext4")
+    space.check_durable("/x/out", fs_type=lambda _p: None)
+
+
 def test_gate_has_hysteresis():
     readings = {"shm": space.Usage(100, 50), "out": space.Usage(1000, 900)}
     gate = space.Gate("shm", "out", 0.7, 0.5, 100, 200,

@@ -334,6 +334,31 @@ def test_the_roles_check_refuses_a_tokenizer_that_cannot_load_before_any_start(j
     assert cli.check_environment(cfg, logging.getLogger("t"), tokenizer_factory=lambda _p, **_kw: object()) == 0
 
 
+def test_the_roles_check_refuses_an_output_dir_in_memory(job_dirs, caplog, monkeypatch):
+    from eagle3_extraction_job import cli, space  # pylint: disable=import-outside-toplevel
+    cfg = config_for(job_dirs, write_dataset(job_dirs["root"] / "d.jsonl", make_samples(1)), "http://127.0.0.1:9")
+    assert cli.check_environment(cfg, logging.getLogger("t")) == 0
+    monkeypatch.setattr(space, "filesystem_type", lambda _path: "tmpfs")
+    assert cli.check_environment(cfg, logging.getLogger("t")) == jobmod.EXIT_REFUSED
+    assert f"output_dir={cfg.output_dir!r} is on a tmpfs" in caplog.text
+
+
+def test_a_job_whose_output_dir_is_on_a_tmpfs_refuses_before_writing_a_sample(job_dirs):
+    samples = make_samples(2)
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", samples)
+    out = job_dirs["root"] / "fast" / "out"
+
+    async def body(server):
+        job = jobmod.Job(config_for(job_dirs, ds, server.url, output_dir=str(out)), torch,
+                         filesystem_type_fn=lambda path: "tmpfs" if path.startswith(str(out.parent)) else "ext4")
+        return await job.run_async(), job.snapshot(), list(server.received)
+    code, snap, sent = run(with_server(job_dirs, body))
+    assert code == jobmod.EXIT_REFUSED and snap["state"] == "refused" and sent == []
+    assert any("is on a tmpfs" in e and "extraction_job_output_root" in e for e in snap["last_errors"])
+    # the status says why (status.yml reads it there); no manifest, no sample
+    assert sorted(os.listdir(out)) == ["status.json"]
+
+
 def test_a_dataset_whose_every_line_is_bad_refuses_the_start(job_dirs):
     # before: "complete", 0 of 0 samples, exit 0: a job that extracted nothing had succeeded
     ds = write_dataset(job_dirs["root"] / "d.jsonl", [], extra_lines=["{not json", json.dumps({"id": "x"})])

@@ -72,7 +72,8 @@ def tokenizer_problems(cfg, tokenizer_factory):
 
 
 def check_environment(cfg, log, tokenizer_factory=chat.ConversationTokenizer.from_pretrained):
-    """What the unit needs before it can run: libraries, the dataset, the model's hidden size."""
+    """What the unit needs before it can run: libraries, the dataset (and its tokenizer), an output
+    dir on durable storage, the model's hidden size."""
     import importlib  # pylint: disable=import-outside-toplevel
     problems = []
     wanted = ["torch", "aiohttp"] + (["transformers"] if cfg.dataset_format != "tokenized" else [])
@@ -88,6 +89,10 @@ def check_environment(cfg, log, tokenizer_factory=chat.ConversationTokenizer.fro
         problems.append(f"dataset={cfg.dataset!r} is not a file")
     else:
         problems.extend(tokenizer_problems(cfg, tokenizer_factory))
+    try:
+        space.check_durable(cfg.output_dir)
+    except space.NotDurable as exc:
+        problems.append(str(exc))
     if not cfg.hidden_size:
         try:
             space.hidden_size_from_model(cfg.model_path)

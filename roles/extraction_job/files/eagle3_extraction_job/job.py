@@ -70,11 +70,13 @@ def _disk_trouble(exc):
 
 
 class Job:  # pylint: disable=too-many-instance-attributes
-    def __init__(self, cfg, torch, api_key="", tokenizer_factory=None, usage_fn=space.usage):
+    def __init__(self, cfg, torch, api_key="", tokenizer_factory=None, usage_fn=space.usage,
+                 filesystem_type_fn=space.filesystem_type):
         self.cfg = cfg
         self.torch = torch
         self.api_key = api_key
         self.tokenizer_factory = tokenizer_factory or chat.ConversationTokenizer.from_pretrained
+        self.filesystem_type_fn = filesystem_type_fn
         self.usage_fn = usage_fn
         self.samples = {}
         self.scan = None
@@ -253,6 +255,10 @@ class Job:  # pylint: disable=too-many-instance-attributes
 
     def open_output(self):
         cfg = self.cfg
+        try:   # before the output dir is made: nothing is written to memory as if it were durable
+            space.check_durable(cfg.output_dir, self.filesystem_type_fn)
+        except space.NotDurable as exc:
+            raise Refused(str(exc)) from exc
         if not cfg.hidden_size:
             if not cfg.model_path:
                 raise Refused("hidden_size is 0 and model_path is empty: one is needed to "
