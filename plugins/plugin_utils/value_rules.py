@@ -30,8 +30,8 @@ SYSTEM_TREES = ('/proc/', '/sys/', '/boot/')
 
 # Trees where data that must outlive a reboot cannot be safe: memory filesystems (/dev/shm, /run: lost on reboot, and
 # the dump dir's tmpfs counts against the job's watermark) and the system's own files (/etc/ssh...).
-NOT_DURABLE_TREES = ('/dev/shm/', '/dev/', '/run/', '/var/run/', '/proc/', '/sys/', '/etc/', '/boot/', '/usr/', '/bin/', '/sbin/',
-                     '/lib/', '/lib32/', '/lib64/', '/libx32/')
+NOT_DURABLE_TREES = ('/dev/shm/', '/dev/', '/run/', '/var/run/', '/proc/', '/sys/', '/etc/', '/boot/', '/usr/', '/bin/',
+                     '/sbin/', '/lib/', '/lib32/', '/lib64/', '/libx32/')
 
 # Directories every Debian or Ubuntu container has and another package owns (root:ssl-cert 0710, root:systemd-journal
 # 2755...): a dir the role makes and chowns (extraction_job's install, config, data and log dirs) is never one of

@@ -77,9 +77,9 @@ def run_role(tmp, extra, tags="extraction_job_preflight,extraction_job_install,e
     playbook.write_text(
         "- hosts: localhost\n  gather_facts: false\n  roles:\n"
         "    - eagle3.extraction.extraction_job\n")
+    path = ([str(bin_dir)] if bin_dir else []) + [os.path.join(ROOT, ".venv", "bin"), os.environ["PATH"]]
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               PATH=":".join(([str(bin_dir)] if bin_dir else []) + [os.path.join(ROOT, ".venv", "bin"),
-                                                                   os.environ["PATH"]]))
+               PATH=":".join(path))
     # no systemd here: the run step is left out (and only it), unless bin_dir holds a stand-in systemctl
     argv = [PLAYBOOK_BIN, "-i", "localhost,", "-c", "local", str(playbook), "--tags", tags, "-e", json.dumps(extra)]
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
