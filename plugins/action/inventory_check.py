@@ -17,6 +17,7 @@ from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs impo
     cross_host_errors, host_value_errors, inventory_host_errors, load_specs, rollout_errors)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.host_plan import PlanError, plan
 from ansible_collections.eagle3.extraction.plugins.plugin_utils import online_plan
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_address import ansible_host_error
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import layout_errors
 
 
@@ -62,6 +63,7 @@ class ActionModule(ControllerCheck):
         reached = _with_connection(values, hostvars)
         errors.extend(_connection_errors(reached, hostvars))
         online = dict((group, _with_connection(members, hostvars)) for group, members in online.items())
+        errors.extend(_address_errors(reached, online))
         errors.extend(online_plan.errors(reached, online))
         plans = {}
         if not errors:
@@ -125,6 +127,17 @@ def _with_connection(values, hostvars):
         seen[host] = dict(own)
         seen[host].update((key, hostvars[host][key]) for key in CONNECTION_READ if key in hostvars[host])
     return seen
+
+
+def _address_errors(reached, online):
+    """Each host's ansible_host, where set, is an address or host name: the rule the host's plan applies where it
+    reads one (server_address.ansible_host_error), asked of every host so that none passes here and fails later."""
+    seen = dict(reached)
+    for members in online.values():
+        seen.update(members)
+    return ['%s: %s' % (host, error) for host, error in
+            ((host, ansible_host_error(host, own)) for host, own in sorted(seen.items())
+             if own.get('ansible_host') not in (None, '')) if error]
 
 
 def _connection_errors(reached, hostvars):

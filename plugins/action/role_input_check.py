@@ -16,8 +16,15 @@ from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection i
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import connection_errors, through_pct
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_inputs import (
     ACROSS_NAMES, ROLES, across_role_errors, inventory_host_errors, load_specs, required_errors, role_value_errors)
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_address import exposure_warning
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_address import ansible_host_error, exposure_warning
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_listen import AddressError
+
+
+# the roles that build the job's wheel once on the controller for every host (run_once): the free strategies run a
+# run_once task for each host at its own time, each registering its result for every host, so one host's build dir
+# is taken for another's and removed under its build
+BUILD_ONCE_ROLES = ('extraction_job', 'online_training')
+FREE_STRATEGIES = ('free', 'host_pinned', 'mitogen_free', 'mitogen_host_pinned')
 
 
 class ActionModule(ControllerCheck):
@@ -41,6 +48,9 @@ class ActionModule(ControllerCheck):
         errors.extend(required_errors(values, [name for name in options if name not in unresolved]))
         errors.extend(role_value_errors(options, values))
         errors.extend(across_role_errors(specs, values, defaults=False))
+        errors.extend(self._ansible_host_errors(task_vars))
+        if role in BUILD_ONCE_ROLES:
+            errors.extend(self._strategy_errors(role))
         # what a role's check reads beyond its own variables: the inventory, the host's plan
         beyond = {'gpu_check': self._hypervisor_errors, 'sglang_server': self._address_errors,
                   'proxmox_container': self._connection_errors, 'mooncake_master': self._mooncake_errors}.get(role)
@@ -53,6 +63,30 @@ class ActionModule(ControllerCheck):
         else:
             result['msg'] = '%s: %d values checked' % (role, len(values))
         return result
+
+    def _strategy_errors(self, role):
+        """The play's strategy, when it is a free one: the role's wheel build (run_once) is not safe under it."""
+        try:
+            strategy = self._task.get_play().strategy
+        except AttributeError:   # a task outside a play (a test's): nothing to say
+            return []
+        if not isinstance(strategy, str) or strategy.rsplit('.', 1)[-1] not in FREE_STRATEGIES:
+            return []
+        return ["%s cannot run under strategy: %s (the play's): it builds the job's wheel once on the controller for "
+                "every host (run_once), which that strategy runs for each host at its own time, so one host's build "
+                "dir is removed under another's build. Run this play with strategy: linear (the default)"
+                % (role, strategy)]
+
+    def _ansible_host_errors(self, task_vars):
+        """This host's ansible_host, where set, is an address or host name, as inventory_check asks of every host."""
+        if task_vars.get('ansible_host') in (None, ''):
+            return []
+        try:
+            found = self._templar.template(task_vars['ansible_host'])
+        except AnsibleError as exc:
+            return ['ansible_host cannot be read: %s' % exc.message]
+        error = ansible_host_error(task_vars['inventory_hostname'], {'ansible_host': found})
+        return [error] if error else []
 
     def _hypervisor_errors(self, values, task_vars, result, errors):
         """gpu_check_hypervisor names a host of the inventory, as inventory_check says."""

@@ -20,11 +20,35 @@ SAMPLES = 'SELECT sample_id, path, state, tokens, bytes, sha256 FROM samples ORD
 FAILURES = 'SELECT sample_id, attempts, reason FROM failures ORDER BY at'
 
 
-def _count_done_files(report, shard_dir, rows, checksums):
+def _whole(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _damaged_row(sample_id, relpath, state, tokens, nbytes, sha):
+    """What of a row no sound manifest holds (a NULL token count in a ``done`` row...), or None."""
+    if not isinstance(sample_id, str) or not isinstance(relpath, str) or not relpath:
+        return 'sample_id=%r path=%r' % (sample_id, relpath)
+    if state == 'done':
+        for name, value, sound in (('tokens', tokens, _whole), ('bytes', nbytes, _whole),
+                                   ('sha256', sha, lambda v: isinstance(v, str) and len(v) == 64)):
+            if not sound(value):
+                return '%s=%s' % (name, 'NULL' if value is None else repr(value))
+    return None
+
+
+def _count_done_files(report, shard_dir, rows, checksums, manifest):
     """Count each ``done`` row whose file is sound into the report, and name every other; returns the
     paths the manifest lists."""
     listed = set()
     for sample_id, relpath, state, tokens, nbytes, sha in rows:
+        damaged = _damaged_row(sample_id, relpath, state, tokens, nbytes, sha)
+        if damaged:
+            report['problems'].append('%s: the row of sample %r holds %s, which no sound manifest does (a damaged '
+                                      'manifest): that sample is not counted as extracted' % (manifest, sample_id,
+                                                                                              damaged))
+            if isinstance(relpath, str) and relpath:
+                listed.add(os.path.normpath(relpath))
+            continue
         listed.add(os.path.normpath(relpath))
         if state != 'done':
             report['problems'].append('%s: %s is half-written (state %s): run the job again to redo it'
@@ -44,7 +68,7 @@ def _count_done_files(report, shard_dir, rows, checksums):
 
 def _failure_problems(failures, manifest):
     """A sample the server refused (or whose dump was rejected) is not in the output: say why."""
-    problems = ['%s: not extracted, its last try failed (%d tries): %s' % (sample_id, attempts, reason)
+    problems = ['%s: not extracted, its last try failed (%s tries): %s' % (sample_id, attempts, reason)
                 for sample_id, attempts, reason in failures[:FAILURES_SHOWN]]
     if len(failures) > FAILURES_SHOWN:
         problems.append('%d more samples failed (the failures table of %s)' % (len(failures) - FAILURES_SHOWN, manifest))
@@ -110,7 +134,7 @@ def verify_shard(shard_dir, checksums=True):
         problems.append('%s: cannot be read as the job\'s manifest: %s' % (manifest, exc))
         return report
     meta = report['meta'] = dict(meta)
-    listed = _count_done_files(report, shard_dir, rows, checksums)
+    listed = _count_done_files(report, shard_dir, rows, checksums, manifest)
     report['failed'] = len(failures)
     problems.extend(_failure_problems(failures, manifest))
     problems.extend(_stray_files(shard_dir, listed))

@@ -31,7 +31,7 @@ from ansible_collections.eagle3.extraction.plugins.module_utils.shard_layout imp
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils import (
     online_plan, server_address, server_layout, variables)
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.extraction_job import job_dir
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.extraction_job import JobDirError, job_dir
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.ml_env import venv_python
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_config import ServerConfigError, checked_flags
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import spec_defaults
@@ -223,7 +223,10 @@ def plan(hosts, host, online=None):
             server = _server(hosts, host, values)
         except (server_address.AddressError, ServerConfigError) as exc:
             raise PlanError('%s: %s' % (host, exc)) from None
-        job = _job(values, server)
+        try:
+            job = _job(values, server)
+        except JobDirError as exc:
+            raise PlanError('%s: %s' % (host, exc)) from None
     python = values.get('ml_env_python_bin') or venv_python(values.get('ml_env_path'))
     try:
         found = online_plan.section(hosts, online, host, server, job)

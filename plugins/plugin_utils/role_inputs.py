@@ -106,6 +106,19 @@ def _dataset_on_the_controller(values):
     return None
 
 
+def _output_outside(dump_name):
+    """The output root is not the dump dir nor inside it: the dump dir is a tmpfs (lost on reboot, counted against the
+    job's watermark), and the server's reclaim moves it aside with everything in it."""
+    def check(values):
+        root, dump = values['extraction_job_output_root'], values[dump_name]
+        if (root.rstrip('/') + '/').startswith(dump.rstrip('/') + '/'):
+            return ('extraction_job_output_root=%s is inside %s=%s, the dumps\' tmpfs: the output would be lost on '
+                    'reboot, count against the watermark and be moved aside with the dumps by the server\'s reclaim; '
+                    'give a dir on durable storage' % (show(root), dump_name, show(dump)))
+        return None
+    return CrossRule(('extraction_job_output_root', dump_name), check)
+
+
 class CrossRule:
     """A rule between variables of one role: fn({name: value}) -> a whole message or None."""
 
@@ -129,6 +142,7 @@ CROSS_RULES = (
                      "the master's RPC, metadata and metrics servers and the segment holder"),
     CrossRule(('extraction_job_dataset', 'extraction_job_dataset_on_host', 'extraction_job_mode'),
               _dataset_on_the_controller),
+    _output_outside('extraction_job_dump_dir'),
 )
 
 
@@ -145,6 +159,7 @@ def _dump_dir_is_the_servers(values):
 # plain default; role_input_check of the first name's role with the other name when the play has it
 ACROSS_ROLES = (
     CrossRule(('extraction_job_dump_dir', 'sglang_server_dump_dir'), _dump_dir_is_the_servers),
+    _output_outside('sglang_server_dump_dir'),
 )
 ACROSS_NAMES = frozenset(name for rule in ACROSS_ROLES for name in rule.names[1:])
 
@@ -229,13 +244,9 @@ def role_value_errors(options, values):
         # the spec's conversion ('8' to 8 for an int, "a,b" to a list); a secret is checked as
         # given (the API key must be a string, not a number turned into one)
         value = given[name] if secret else converted.get(name, given[name])
-        reason = RULES[name].check(value)
-        if reason:
-            if RULES[name].whole_message:
-                errors.append(reason)
-            else:
-                shown = '(hidden)' if secret else show(given[name])
-                errors.append('%s=%s is %s; give %s' % (name, shown, reason, RULES[name].what))
+        error = variables.rule_error(name, value, given[name])
+        if error:
+            errors.append(error)
             failed.add(name)
     errors.extend(cross_errors(options, given, converted, failed))
     return errors

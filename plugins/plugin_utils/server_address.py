@@ -45,16 +45,26 @@ def _url(host, port):
     return 'http://%s:%d' % ('[%s]' % host if ':' in host else host, port)
 
 
+def ansible_host_error(name, values):
+    """Why the ansible_host of host ``name`` (else its name) is not an address or host name ('a;b', a newline),
+    else None. reached_at asks it of the host it reads; the inventory check and each role's first check of every
+    host whose ansible_host is set, whatever its connection (a pct container's is its node's address)."""
+    found = values.get('ansible_host') or name
+    if not isinstance(found, str) or not (ip(found) or HOST_NAME.fullmatch(found)):
+        return 'ansible_host=%s of %s is not an address or host name' % (show(found), name)
+    return None
+
+
 def reached_at(name, values):
     """The address the controller and the other hosts reach host ``name`` at: its ansible_host, else its
     name. None for a container reached through pct: its ansible_host is its hypervisor's. Also the
     default of the address Mooncake's master advertises (plugin_utils/mooncake_address.py)."""
     if through_pct(values):
         return None
-    found = values.get('ansible_host') or name
-    if not isinstance(found, str) or not (ip(found) or HOST_NAME.fullmatch(found)):
-        raise AddressError('ansible_host=%s of %s is not an address or host name' % (show(found), name))
-    return found
+    error = ansible_host_error(name, values)
+    if error:
+        raise AddressError(error)
+    return values.get('ansible_host') or name
 
 
 def _controller_host(name, values, bind_host):

@@ -11,18 +11,17 @@ multi-node server's rank 0 with them. Both read a host's ``{variable: value}``.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import spec_defaults
+# what an address is: value_rules' (a variable's rule reads it too), named here for the readers of this module
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.value_rules import (  # pylint: disable=unused-import
+    HOST_NAME, LOOPBACK, ip, loopback)
 
 # what the bind host and port are read from
 READ = ('sglang_server_host', 'sglang_server_port')
 WILDCARD = ('0.0.0.0', '::', '')
-LOOPBACK = ('127.0.0.1', 'localhost', '::1')
-HOST_NAME = re.compile(r'(?=.{1,253}\Z)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?'
-                       r'(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*')
 PORT = re.compile(r'[0-9]{1,5}')
 
 
@@ -33,14 +32,6 @@ class AddressError(ValueError):
 def defaults():
     """sglang_server_host and sglang_server_port as the role's argument spec defaults them."""
     return spec_defaults('sglang_server', READ)
-
-
-def ip(text):
-    """text as an IP address, else None."""
-    try:
-        return ipaddress.ip_address(text)
-    except ValueError:
-        return None
 
 
 def _port(variable, value):
@@ -67,8 +58,3 @@ def http_port(values):
     """('sglang_server_port', the port the server serves HTTP on); AddressError when bad."""
     return 'sglang_server_port', _port('sglang_server_port', values.get('sglang_server_port',
                                                                         defaults()['sglang_server_port']))
-
-
-def loopback(host):
-    """Whether a bind host serves only its own container."""
-    return host in LOOPBACK or bool(ip(host) and ip(host).is_loopback)

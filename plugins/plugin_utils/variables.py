@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 
+from ansible_collections.eagle3.extraction.plugins.module_utils.validate import show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_variables import (
     extraction_job, gpu_check, ml_env, mooncake_master, online_training, proxmox_container, sglang_patch,
     sglang_server)
@@ -53,6 +54,21 @@ PEER_READ = tuple(name for name, variable in BY_NAME.items() if variable.peer)
 # {SGLang flag: the variable that alone sets it}
 FLAG_VARIABLES = dict((variable.flag, name) for name, variable in BY_NAME.items() if variable.flag)
 SECRETS = frozenset(name for name, variable in BY_NAME.items() if variable.no_log)
+
+
+def rule_error(name, value, shown=None):
+    """The message of the variable's own rule (its record's) when value breaks it, else None: ``<name>=<value> is
+    <reason>; give <what>``, a secret's value hidden. shown: the value as given, when value is its conversion. The one
+    wording of a refused value: role_inputs' checks (the inventory check, each role's first check) and every reader
+    of a variable outside them (the host's plan) name it so."""
+    variable = BY_NAME[name]
+    reason = variable.rule.check(value) if variable.rule else None
+    if not reason:
+        return None
+    if variable.rule.whole_message:
+        return reason
+    return '%s=%s is %s; give %s' % (name, '(hidden)' if variable.no_log else show(value if shown is None else shown),
+                                     reason, variable.rule.what)
 
 
 def role_of(name):

@@ -73,7 +73,7 @@ class StandinServer:
         self.mutate = {}            # rid -> function changing the payload
         self.stop_after = None      # stop dumping (answer 503) after this many requests
         self.delay = 0.0
-        self.refuse = {}            # rid -> (status, body text): answered so, no dump
+        self.refuse = {}            # rid -> (status, body text, or bytes sent as they are): answered so, no dump
         self.waiting_at_arrival = []  # per request, the dumps still in the dump dir when it arrived
         self.hold = {}              # rid -> seconds the first copy is worked on
         self.in_flight = set()      # rids being worked on: a second copy gets SGLang's 400
@@ -95,6 +95,8 @@ class StandinServer:
         self.received.append(rid)
         if rid in self.refuse:
             status, text = self.refuse[rid]
+            if isinstance(text, bytes):   # a body as it comes, in whatever bytes
+                return web.Response(body=text, status=status, content_type="text/plain", charset="utf-8")
             return web.json_response({"error": {"message": text}}, status=status)
         if rid in self.in_flight:
             # tokenizer_manager: raise ValueError(f"Duplicate request ID detected: {rid}")

@@ -71,6 +71,21 @@ def test_bad_lines_are_reported_with_line_and_id_and_good_lines_go_on(tmp_path):
     assert str(scan.bad_lines[1]).startswith("line 3 (id 'bad-mask'):")
 
 
+def test_a_line_nested_too_deep_is_a_bad_line_not_a_crash(tmp_path):
+    # before: RecursionError out of the scan, at every start of the job: the shard was never done
+    good = make_samples(2)
+    deep = "[" * 100000 + "]" * 100000
+    path = write_dataset(tmp_path / "d.jsonl", good[:1], extra_lines=[
+        deep, '{"id": "deep", "input_ids": ' + deep + ', "loss_mask": [1]}',
+        '{"id": ' + deep + "}",
+        json.dumps({"id": good[1][0], "input_ids": good[1][1], "loss_mask": good[1][2]})])
+    scan = dataset.scan(str(path))
+    assert [(b.line, b.sample_id, b.reason) for b in scan.bad_lines] == [
+        (2, None, "nested too deep to read as JSON"), (3, "deep", "nested too deep to read as JSON"),
+        (4, None, "nested too deep to read as JSON")]
+    assert [s.sample_id for s in scan.samples] == [good[0][0], good[1][0]]
+
+
 def test_shards_partition_the_dataset_and_are_stable(tmp_path):
     samples = make_samples(300)
     path = write_dataset(tmp_path / "d.jsonl", samples)
@@ -126,6 +141,32 @@ def test_space_refusal_gives_the_numbers(tmp_path):
     assert "37,312 samples" in text and "87,800,000 tokens" in text and "57,360 bytes" in text
     need, _free = space.check_fits(str(tmp_path), 1, 10, 16, 3, 0.1, 0)
     assert need == 10 * space.bytes_per_token(16, 3) + space.FILE_OVERHEAD
+
+
+MOUNTINFO = """\
+27 1 254:0 / / rw,relatime - ext4 /dev/vda rw
+25 24 0:23 / /dev/shm rw,relatime - tmpfs tmpfs rw
+40 27 0:40 / /srv/fast rw,relatime - tmpfs tmpfs rw
+41 40 254:1 / /srv/fast/disk rw,relatime - xfs /dev/vdb rw
+42 27 0:41 / /mnt/my\\040data rw,relatime - ramfs ramfs rw
+"""
+
+
+@pytest.mark.parametrize("path, kind", [
+    ("/srv/out", "ext4"), ("/dev/shm/out/x", "tmpfs"), ("/srv/fast/x", "tmpfs"), ("/srv/fast/disk/x", "xfs"),
+    ("/srv/fastx", "ext4"), ("/mnt/my data/out", "ramfs")])
+def test_the_filesystem_of_a_path_is_its_longest_mount_point(tmp_path, path, kind):
+    table = tmp_path / "mountinfo"
+    table.write_text(MOUNTINFO)
+    assert space.filesystem_type(path, mountinfo=str(table)) == kind
+
+
+def test_an_output_dir_in_memory_is_refused(tmp_path):
+    # an output root on any tmpfs: lost on reboot (the roles refuse /dev/shm and /run by name; this, any tmpfs)
+    with pytest.raises(space.NotDurable, match="output_dir='/x/out' is on a tmpfs"):
+        space.check_durable("/x/out", fs_type=lambda _p: "tmpfs")
+    space.check_durable("/x/out", fs_type=lambda _p: "ext4")
+    space.check_durable("/x/out", fs_type=lambda _p: None)
 
 
 def test_gate_has_hysteresis():

@@ -9,6 +9,7 @@ file is gone is redone; no directory entry is trusted before it is on the disk.
 import asyncio
 import concurrent.futures
 import json
+import logging
 import os
 import sqlite3
 import stat
@@ -55,6 +56,24 @@ def test_a_sample_the_server_refuses_is_recorded_and_the_rest_go_on(job_dirs):
     assert code == jobmod.EXIT_COMPLETE and sent == [f"testjob-{refused_id}"]
     assert snap["samples_failed"] == 0
     check_outputs(job_dirs["out"], samples)
+
+
+def test_a_refusal_whose_body_is_not_utf8_is_recorded_as_failed(job_dirs):
+    # before: resp.text() raised UnicodeDecodeError, the sample was never recorded as failed and the
+    # job crashed the same way at every restart
+    samples = make_samples(4)
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", samples)
+    refused_id = samples[1][0]
+
+    async def body(server):
+        server.refuse = {f"testjob-{refused_id}": (422, b"\xff\xfe bad \x80 body")}
+        job = jobmod.Job(config_for(job_dirs, ds, server.url), torch)
+        return await job.run_async(), job.snapshot()
+    code, snap = run(with_server(job_dirs, body))
+    assert code == jobmod.EXIT_REFUSED
+    assert snap["samples_done"] == 3 and snap["samples_failed"] == 1
+    assert failures(job_dirs["out"])[refused_id].endswith("HTTP 422: \ufffd\ufffd bad \ufffd body")
+    check_outputs_except(job_dirs["out"], samples, refused_id)
 
 
 def check_outputs_except(out, samples, missing_id):
@@ -270,20 +289,83 @@ def test_a_token_id_beyond_the_models_vocabulary_is_a_bad_line_and_the_rest_go_o
     check_outputs(job_dirs["out"], samples)
 
 
-def test_conversations_without_a_tokenizer_are_bad_lines_and_the_tokenized_ones_go_on(job_dirs):
+def test_conversations_without_a_tokenizer_refuse_the_start_naming_the_tokenizer(job_dirs):
+    # before: every conversation line became a bad line and the run ended "complete" (with a hub name
+    # that cannot load and a conversations-only dataset: 0 of 0 samples, exit 0)
     samples = make_samples(3)
     turns = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     chat_line = json.dumps({"id": "c1", "conversations": turns})
     ds = write_dataset(job_dirs["root"] / "d.jsonl", samples, extra_lines=[chat_line])
 
     def no_tokenizer(_path, **_kw):
-        raise OSError("Can't load tokenizer for '/models/kimi': no tokenizer.json")
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files of Qwen/Qwen3-8B")
 
     async def body(server):
-        job = jobmod.Job(config_for(job_dirs, ds, server.url), torch, tokenizer_factory=no_tokenizer)
-        return await job.run_async(), job
-    code, job = run(with_server(job_dirs, body))
-    assert code == jobmod.EXIT_COMPLETE
-    (bad,) = job.scan.bad_lines
-    assert bad.sample_id == "c1" and bad.line == 4 and "tokenizer" in bad.reason
-    check_outputs(job_dirs["out"], samples)
+        cfg = config_for(job_dirs, ds, server.url, tokenizer_path="Qwen/Qwen3-8B")
+        job = jobmod.Job(cfg, torch, tokenizer_factory=no_tokenizer)
+        return await job.run_async(), job.snapshot(), list(server.received)
+    code, snap, sent = run(with_server(job_dirs, body))
+    assert code == jobmod.EXIT_REFUSED and snap["state"] == "refused" and sent == []
+    assert any("the tokenizer cannot be loaded from tokenizer_path='Qwen/Qwen3-8B'" in e
+               and "couldn't connect" in e and "extraction_job_tokenizer_path" in e for e in snap["last_errors"])
+
+
+def test_the_roles_check_refuses_a_tokenizer_that_cannot_load_before_any_start(job_dirs, caplog):
+    # the configure step runs `check` before the units start: the tokenizer is loaded there, as the run loads it,
+    # when (and only when) the dataset has a conversation line
+    from eagle3_extraction_job import cli  # pylint: disable=import-outside-toplevel
+    turns = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    mixed = write_dataset(job_dirs["root"] / "mixed.jsonl", make_samples(2),
+                          extra_lines=[json.dumps({"id": "c1", "conversations": turns})])
+    tokenized = write_dataset(job_dirs["root"] / "tokenized.jsonl", make_samples(2))
+    asked = []
+
+    def no_tokenizer(path, **_kw):
+        asked.append(path)
+        raise OSError(f"{path} is not a local folder and is not a valid model identifier")
+    cfg = config_for(job_dirs, mixed, "http://127.0.0.1:9", tokenizer_path="Qwen/Qwen3-8B")
+    assert cli.check_environment(cfg, logging.getLogger("t"), tokenizer_factory=no_tokenizer) == jobmod.EXIT_REFUSED
+    assert asked == ["Qwen/Qwen3-8B"]
+    assert "the tokenizer cannot be loaded from tokenizer_path='Qwen/Qwen3-8B'" in caplog.text
+    cfg = config_for(job_dirs, tokenized, "http://127.0.0.1:9", tokenizer_path="Qwen/Qwen3-8B")
+    assert cli.check_environment(cfg, logging.getLogger("t"), tokenizer_factory=no_tokenizer) == 0
+    assert asked == ["Qwen/Qwen3-8B"]
+    cfg = config_for(job_dirs, mixed, "http://127.0.0.1:9")
+    assert cli.check_environment(cfg, logging.getLogger("t"), tokenizer_factory=lambda _p, **_kw: object()) == 0
+
+
+def test_the_roles_check_refuses_an_output_dir_in_memory(job_dirs, caplog, monkeypatch):
+    from eagle3_extraction_job import cli, space  # pylint: disable=import-outside-toplevel
+    cfg = config_for(job_dirs, write_dataset(job_dirs["root"] / "d.jsonl", make_samples(1)), "http://127.0.0.1:9")
+    assert cli.check_environment(cfg, logging.getLogger("t")) == 0
+    monkeypatch.setattr(space, "filesystem_type", lambda _path: "tmpfs")
+    assert cli.check_environment(cfg, logging.getLogger("t")) == jobmod.EXIT_REFUSED
+    assert f"output_dir={cfg.output_dir!r} is on a tmpfs" in caplog.text
+
+
+def test_a_job_whose_output_dir_is_on_a_tmpfs_refuses_before_writing_a_sample(job_dirs):
+    samples = make_samples(2)
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", samples)
+    out = job_dirs["root"] / "fast" / "out"
+
+    async def body(server):
+        job = jobmod.Job(config_for(job_dirs, ds, server.url, output_dir=str(out)), torch,
+                         filesystem_type_fn=lambda path: "tmpfs" if path.startswith(str(out.parent)) else "ext4")
+        return await job.run_async(), job.snapshot(), list(server.received)
+    code, snap, sent = run(with_server(job_dirs, body))
+    assert code == jobmod.EXIT_REFUSED and snap["state"] == "refused" and sent == []
+    assert any("is on a tmpfs" in e and "extraction_job_output_root" in e for e in snap["last_errors"])
+    # the status says why (status.yml reads it there); no manifest, no sample
+    assert sorted(os.listdir(out)) == ["status.json"]
+
+
+def test_a_dataset_whose_every_line_is_bad_refuses_the_start(job_dirs):
+    # before: "complete", 0 of 0 samples, exit 0: a job that extracted nothing had succeeded
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", [], extra_lines=["{not json", json.dumps({"id": "x"})])
+
+    async def body(server):
+        job = jobmod.Job(config_for(job_dirs, ds, server.url), torch)
+        return await job.run_async(), job.snapshot()
+    code, snap = run(with_server(job_dirs, body))
+    assert code == jobmod.EXIT_REFUSED and snap["state"] == "refused"
+    assert any("every line of the dataset" in e and "(2 lines)" in e and "line 1" in e for e in snap["last_errors"])

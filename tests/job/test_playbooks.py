@@ -147,6 +147,19 @@ def test_status_until_complete_fails_while_samples_are_left(output_root):
     assert "TOTAL" in result.stdout
 
 
+def test_a_path_in_the_job_name_is_refused_not_read_as_another_job(output_root):
+    """The name 'testjob' of a job beside the one asked for, reached through a path in the name: status showed
+    that job's shards and verify passed on its output. A trailing newline was "no shard output found"."""
+    (output_root / "mine").mkdir()
+    for value in ("../testjob", "testjob\n"):
+        for name in ("status.yml", "verify.yml"):
+            result = playbook(name, output_root / "mine",
+                              "-e", json.dumps({"extraction_job_name": value}))
+            assert result.returncode != 0, result.stdout
+            assert "verified:" not in result.stdout and "complete" not in result.stdout
+            assert f"extraction_job_name={value!r} is not allowed" in result.stdout, result.stdout
+
+
 @pytest.mark.parametrize("name, option, value, words", [
     ("status.yml", "status_hosts", "no_such_group", "matches no host of the inventory"),
     ("verify.yml", "verify_hosts", "no_such_group", "matches no host of the inventory"),

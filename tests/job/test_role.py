@@ -71,17 +71,17 @@ class ServerThread:
         self.thread.join(10)
 
 
-def run_role(tmp, extra):
+def run_role(tmp, extra, tags="extraction_job_preflight,extraction_job_install,extraction_job_configure",
+             bin_dir=None):
     playbook = tmp / "play.yml"
     playbook.write_text(
         "- hosts: localhost\n  gather_facts: false\n  roles:\n"
         "    - eagle3.extraction.extraction_job\n")
+    path = ([str(bin_dir)] if bin_dir else []) + [os.path.join(ROOT, ".venv", "bin"), os.environ["PATH"]]
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               PATH=os.path.join(ROOT, ".venv", "bin") + ":" + os.environ["PATH"])
-    argv = [PLAYBOOK_BIN, "-i", "localhost,", "-c", "local", str(playbook),
-            # no systemd here: the run step is left out (and only it)
-            "--tags", "extraction_job_preflight,extraction_job_install,extraction_job_configure",
-            "-e", json.dumps(extra)]
+               PATH=":".join(path))
+    # no systemd here: the run step is left out (and only it), unless bin_dir holds a stand-in systemctl
+    argv = [PLAYBOOK_BIN, "-i", "localhost,", "-c", "local", str(playbook), "--tags", tags, "-e", json.dumps(extra)]
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
@@ -216,3 +216,29 @@ def test_role_upgrade_leaves_no_module_the_source_removed(job_dirs):
     assert found.stdout.strip().startswith(str(venv / "lib")), found.stdout
     second = run_role(tmp, extra)
     assert second.returncode == 0 and "changed=0" in second.stdout, second.stdout
+
+
+def test_state_stopped_runs_through_install_configure_and_stop(job_dirs):
+    """extraction_job_state: stopped, a documented value, failed every time after the install: configure registered
+    the unit template's result under the name of the dict owned_paths takes (vars/main.yml), and stop.yml handed
+    owned_paths a task result. A stand-in systemctl lists no unit (this machine runs no systemd)."""
+    tmp = job_dirs["root"]
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text("#!/bin/sh\necho \"$@\" >> \"$(dirname \"$0\")/calls\"\n")
+    (bin_dir / "systemctl").chmod(0o755)
+    extra = {
+        "extraction_job_dataset": str(write_dataset(tmp / "d.jsonl", make_samples(2))),
+        "extraction_job_name": "stopjob", "extraction_job_hidden_size": 16, "extraction_job_state": "stopped",
+        "extraction_job_server_url": "http://127.0.0.1:9", "extraction_job_dump_dir": job_dirs["dump"],
+        "extraction_job_python": str(make_job_venv(tmp) / "bin" / "python"),
+        "extraction_job_output_root": str(tmp / "srv"), "extraction_job_install_dir": str(tmp / "opt"),
+        "extraction_job_config_dir": str(tmp / "etc"), "extraction_job_data_dir": str(tmp / "var"),
+        "extraction_job_log_dir": str(tmp / "log"), "extraction_job_systemd_dir": str(tmp / "systemd"),
+    }
+    (tmp / "systemd").mkdir()
+    result = run_role(tmp, extra, tags="all", bin_dir=bin_dir)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp / "systemd" / "eagle3-extraction-job@.service").is_file()
+    calls = (bin_dir / "calls").read_text()
+    assert "list-units --all --plain --no-legend eagle3-extraction-job@*.service" in calls, calls

@@ -77,6 +77,19 @@ BAD = [{name: value} for name, value in CASES_MODULE.CASES] + [
     {'extraction_job_dump_dir': '/dev/shm/sglang_hs', 'sglang_server_dump_dir': '/dev/shm/moved'},
     # a hypervisor that is not a host of the inventory (the role was an assert of its own)
     {'gpu_check_hypervisor': 'pve9'},
+    # dirs another package owns, units the system has: owned_paths refused them once the container was up
+    {'extraction_job_config_dir': '/etc/ssl/private'},
+    {'extraction_job_data_dir': '/etc/ssl/private'},
+    {'extraction_job_log_dir': '/var/log/journal'},
+    {'extraction_job_install_dir': '/var/lib/dpkg/x'},
+    {'extraction_job_output_root': '/var/log/journal'},
+    {'extraction_job_unit': 'user'},
+    {'extraction_job_unit': 'getty'},
+    {'extraction_job_gateway_unit': 'systemd-journald'},
+    {'sglang_server_unit': 'user@1000'},
+    # output inside the server's dump dir (a tmpfs, moved aside with the dumps by the server's reclaim)
+    {'extraction_job_output_root': '/data/dumps/out', 'sglang_server_dump_dir': '/data/dumps'},
+    {'extraction_job_output_root': '/data/dumps', 'sglang_server_dump_dir': '/data/dumps/'},
 ]
 GOOD = [{name: value} for name, values in CASES_MODULE.GOOD.items()
         for value in GOOD_OVERRIDES.get(name, values)] + [
@@ -98,6 +111,7 @@ GOOD = [{name: value} for name, values in CASES_MODULE.GOOD.items()
     {'extraction_job_dump_dir': '/dev/shm/moved', 'sglang_server_dump_dir': '/dev/shm/moved/'},
     {'gpu_check_hypervisor': 'pve1'},
     {'gpu_check_hypervisor': ''},
+    {'extraction_job_output_root': '/data/dumps2', 'sglang_server_dump_dir': '/data/dumps'},
 ]
 
 
@@ -191,6 +205,21 @@ def test_a_bad_value_is_refused_by_both_naming_it():
         if not (role and inventory and any(name in ' '.join(role) and name in ' '.join(inventory) for name in case)):
             disagree.append('%r: inventory %s, role %s' % (case, inventory or 'passes', role or 'passes'))
     assert disagree == []
+
+
+@pytest.mark.parametrize('ansible_host', ['a;b', 'a\nb', '--help', 'node_1'])
+def test_an_ansible_host_that_is_no_address_is_refused_by_both(ansible_host):
+    """Before, the inventory check named it only where a plan read it (a wildcard or loopback bind host): with a
+    real bind address it passed, and the roles refused it once the container and the server had been deployed."""
+    case = {'ansible_host': ansible_host, 'sglang_server_host': '10.0.0.9'}
+    expected = 'ansible_host=%r of %s is not an address or host name' % (ansible_host, host_name(0))
+    assert inventory_verdicts([case])[1][0] == ['%s: %s' % (host_name(0), expected)]
+    for role in ('proxmox_container', 'extraction_job', 'sglang_server'):
+        task_vars = dict(DEFAULTS[role], proxmox_container_vmid=VMID_BASE, inventory_hostname=host_name(0),
+                         hostvars={'pve1': {}}, **BASE)
+        task_vars.update(case)
+        result = run_action(role_input_check, {'role': role}, task_vars)
+        assert result.get('failed') and expected in result['errors'], (role, result.get('errors'))
 
 
 # port, bind host, tp-size and model path are their variables' alone: set another way, one message names the variable

@@ -10,10 +10,11 @@ meta/argument_specs.yml, defaults/main.yml and README table from these records.
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.value_rules import (
-    UNIT_NAME, Rule, number, path, pattern)
+    UNIT_NAME, Rule, durable_path, number, owned_dir, path, pattern, secret_string, unit_name)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.variable_record import NO_DEFAULT, EntryPoint, Variable
 
 ROLE = 'extraction_job'
@@ -24,6 +25,8 @@ JOB_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.]{0,63}')
 # a template unit's prefix, which the role makes <name>@.service of: no '@', no suffix
 TEMPLATE_UNIT_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9:_.-]{0,200}(?<!\.service)')
 URL = re.compile(r'https?://[^\s/?#]+[^\s]*')
+# what the job's URL may call: the scheme, a host, a port in range when given (urlsplit's own reading)
+URL_WHAT = 'an http:// or https:// URL with a host and a port from 1 to 65535 (when given)'
 SHARDS_MAX = 100000
 # the gateway's Mooncake transfer buffer (gateway_config.py takes 0 to 1 TiB; under 16 MiB no feature of a long
 # prompt fits a transfer)
@@ -49,6 +52,34 @@ def _shard_indexes(value):
         if index in seen:
             return 'refused at %s (given twice: a shard is sent once)' % show(item)
         seen.add(index)
+    return None
+
+
+def _server_url(value):
+    if not isinstance(value, str) or not URL.fullmatch(value):
+        return 'not allowed'
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:   # urlsplit refuses a port that is not a number from 0 to 65535
+        return 'a URL whose port is not a number from 1 to 65535'
+    if not parts.hostname:
+        return 'a URL without a host'
+    return 'a URL whose port is 0' if port == 0 else None
+
+
+def _absolute_dataset(value):
+    # a relative path was checked in the controller's working dir and copied from Ansible's search path (the
+    # role's files/, the playbook's dir): two different files, or a copy that failed after the install
+    if value == '':
+        return None
+    return None if isinstance(value, str) and value.startswith('/') else 'not an absolute path'
+
+
+def _api_key_text(value):
+    # the job reads the key file stripped and refuses whitespace or a control character in the key
+    if any(ord(char) < 33 or ord(char) == 127 for char in value):
+        return 'extraction_job_api_key=(hidden) holds whitespace or a control character; give the key alone'
     return None
 
 
@@ -122,12 +153,15 @@ VARIABLES = (
     Variable(
         'extraction_job_dataset', 'str', '',
         description=(
-            'The dataset, JSON Lines (README "Running an extraction"): a path on the controller, copied to each '
-            'host (or on the host with O(extraction_job_dataset_on_host)). Required in the C(files) mode; the '
-            "C(online) mode has none (SpecForge's producer owns the dataset)."),
+            'The dataset, JSON Lines (README "Running an extraction"): an absolute path on the controller, copied '
+            'to each host (or on the host with O(extraction_job_dataset_on_host)). Required in the C(files) mode; '
+            "the C(online) mode has none (SpecForge's producer owns the dataset). A relative path is refused: the "
+            "check would read it in the controller's working directory and the copy in Ansible's search path."),
+        rule=Rule(_absolute_dataset, 'an absolute path (a relative one is looked up in two places: the check in '
+                                     "the controller's working directory, the copy in Ansible's search path)"),
         comment=(
-            'The dataset (JSON Lines: id + input_ids + loss_mask, or id + conversations), a path on\n'
-            'the controller copied to each host; with extraction_job_dataset_on_host, a path on the host.')),
+            'The dataset (JSON Lines: id + input_ids + loss_mask, or id + conversations), an absolute path\n'
+            'on the controller copied to each host; with extraction_job_dataset_on_host, a path on the host.')),
     Variable(
         'extraction_job_dataset_on_host', 'bool', False,
         description='O(extraction_job_dataset) is a path on the host (shared storage): nothing is copied.'),
@@ -166,8 +200,10 @@ VARIABLES = (
         rule=Rule(_shard_count, 'an integer from 1 to %d' % SHARDS_MAX), plan=True),
     Variable(
         'extraction_job_output_root', 'path', '/srv/eagle3-extraction',
-        description='Durable storage for the output: C(<root>/<name>/shard-<i>-of-<n>/).',
-        rule=path(), plan=True,
+        description=(
+            'Durable storage for the output: C(<root>/<name>/shard-<i>-of-<n>/). Not on a memory filesystem (under '
+            "C(/dev/shm) or C(/run)), under the system's dirs (C(/etc)...) nor inside the server's dump dir."),
+        rule=durable_path(), plan=True,
         comment='Output: <root>/<name>/shard-<index>-of-<count>/ (manifest, card, status, rows_*/data_*.ckpt).'),
     Variable(
         'extraction_job_server_url', 'str', "{{ lookup('eagle3.extraction.host_plan').job.server_url }}",
@@ -178,7 +214,7 @@ VARIABLES = (
                 'C(eagle3.extraction.host_plan)), that is the port and host its C(sglang_server_flags) give, '
                 "loopback for a wildcard bind, rank 0's on a node of rank > 0."),
         ],
-        rule=pattern(URL, 'an http:// or https:// URL'), plan=True,
+        rule=Rule(_server_url, URL_WHAT), plan=True,
         comment=(
             "The server's URL and its dump dir: the host's plan's, that is the URL a client on this host calls\n"
             "its server at (the port and host its flags really give) and the server's dump dir.")),
@@ -199,7 +235,7 @@ VARIABLES = (
         description=(
             "The server's API key (Ansible Vault); written to a root-only file the job reads, never onto a command "
             "line or into a log. Empty takes the server's, C(sglang_server_api_key) (when it is set)."),
-        no_log=True,
+        no_log=True, rule=secret_string('extraction_job_api_key', _api_key_text),
         comment=(
             "the key: empty takes the server's (sglang_server_api_key), in vars/main.yml, so that no rendered\n"
             "key is this option's default (ansible-core prints a role's spec, defaults templated, when a value fails it)")),
@@ -301,23 +337,23 @@ VARIABLES = (
         description=(
             "Where the job's wheel is copied (the job itself is installed into the venv of "
             "C(extraction_job_python)); the units' working dir."),
-        rule=path()),
+        rule=owned_dir()),
     Variable(
         'extraction_job_config_dir', 'path', '/etc/eagle3-extraction',
         description='Root-only dir (0700) for the per-shard configs and the key file.',
-        rule=path()),
+        rule=owned_dir()),
     Variable(
         'extraction_job_data_dir', 'path', '/var/lib/eagle3-extraction',
         description='Where a copied dataset is kept on the host.',
-        rule=path()),
+        rule=owned_dir()),
     Variable(
         'extraction_job_log_dir', 'path', '/var/log/eagle3-extraction',
         description='Where each shard unit appends its log, C(<name>-shard-<i>.log).',
-        rule=path()),
+        rule=owned_dir()),
     Variable(
         'extraction_job_unit', 'str', 'eagle3-extraction-job',
         description='The systemd template unit, without C(@.service); one instance per shard.',
-        rule=pattern(TEMPLATE_UNIT_NAME, "a template unit's name without @.service: letters, digits and :_.-")),
+        rule=unit_name(TEMPLATE_UNIT_NAME, "a template unit's name without @.service: letters, digits and :_.-")),
     Variable(
         'extraction_job_systemd_dir', 'path', '/etc/systemd/system',
         description='Where the unit file is written.',
@@ -326,7 +362,7 @@ VARIABLES = (
         'extraction_job_server_unit', 'str', "{{ lookup('eagle3.extraction.host_plan').server.unit }}",
         description=(
             "The server's unit: the job starts after it (default the host's plan's, sglang_server_unit's value)."),
-        rule=pattern(UNIT_NAME, 'a unit name: letters, digits and :_.@-')),
+        rule=pattern(UNIT_NAME, 'a unit name without .service: letters, digits and :_.@-')),
     Variable(
         'extraction_job_restart_sec', 'int', 30,
         description='Seconds before systemd restarts an incomplete job (it resumes).',
@@ -344,7 +380,7 @@ VARIABLES = (
         description=(
             'The online mode: the gateway\'s systemd template unit, without C(@.service); its instance is the '
             "job's name."),
-        rule=pattern(TEMPLATE_UNIT_NAME, "a template unit's name without @.service: letters, digits and :_.-"),
+        rule=unit_name(TEMPLATE_UNIT_NAME, "a template unit's name without @.service: letters, digits and :_.-"),
         plan=True),
     Variable(
         'extraction_job_gateway_store_threads', 'int', 8,

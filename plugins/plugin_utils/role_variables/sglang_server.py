@@ -15,7 +15,8 @@ from ansible_collections.eagle3.extraction.plugins.module_utils.validate import 
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_config import (
     ServerConfigError, check_api_key, checked_flags, environment_lines, parse_extra_args)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.value_rules import (
-    DOTTED_NAME, HOST, NODE_NAME, UNIT_NAME, Rule, each, fraction, number, path, pattern, vmid)
+    DOTTED_NAME, HOST, HOST_NAME, NODE_NAME, UNIT_NAME, Rule, each, fraction, ip, loopback, number, path, pattern,
+    secret_string, unit_name, vmid)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.variable_record import EntryPoint, Variable
 
 ROLE = 'sglang_server'
@@ -24,7 +25,20 @@ SERVER_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,62}')
 # a stale-segment glob names a prefix: letters first, at most one * and only at the end
 SHM_PATTERN = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]{1,99}\*?')
 # NCCL_SOCKET_IFNAME's forms: eth0, eth0,eth1, =eth0 (exact), ^docker,lo (excluded prefixes)
-IFNAMES = re.compile(r'[=^]?[A-Za-z0-9_.:@-]{1,15}(,[A-Za-z0-9_.:@-]{1,15})*')
+# each name starts with a letter, digit or _ (NCCL took -eth0 for an interface of that name: none)
+IFNAMES = re.compile(r'[=^]?[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,14}(,[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,14})*')
+
+
+def _dist_init_host(value):
+    """Rank 0 as the other nodes reach it: an address or a host name (not an option: --help), never a loopback
+    one (127.0.0.2, localhost.localdomain: each node would call itself, and the server never forms)."""
+    if value == '':
+        return None
+    if not isinstance(value, str) or not (ip(value) or HOST_NAME.fullmatch(value)):
+        return 'not an address or host name'
+    if loopback(value) or value.lower().split('.')[0] in ('localhost', 'ip6-localhost', 'ip6-loopback'):
+        return 'a loopback address, which each node reaches itself at'
+    return None
 
 
 def _tp_size(value):
@@ -74,12 +88,6 @@ def _flags(value):
     return None
 
 
-def _api_key(value):
-    if not isinstance(value, str):
-        return 'sglang_server_api_key is a %s; it must be a string (quote it)' % type(value).__name__
-    return _server_config(check_api_key)(value)
-
-
 DEFAULTS_HEADER = ()
 
 ENTRY_POINTS = (
@@ -124,7 +132,8 @@ VARIABLES = (
     Variable(
         'sglang_server_unit', 'str', 'sglang-extraction',
         description='Name of the systemd unit, without C(.service).',
-        rule=pattern(UNIT_NAME, 'a unit name: letters, digits and :_.@-'), plan=True, same_on_every_node=True,
+        rule=unit_name(UNIT_NAME, 'a unit name without .service: letters, digits and :_.@-'), plan=True,
+        same_on_every_node=True,
         comment="The systemd unit's name (without .service)."),
     Variable(
         'sglang_server_python', 'str', "{{ lookup('eagle3.extraction.ml_env_python') }}",
@@ -282,7 +291,7 @@ VARIABLES = (
                 'refused.'),
         ],
         no_log=True,
-        rule=Rule(_api_key, 'a string on one line', whole_message=True), same_on_every_node=True,
+        rule=secret_string('sglang_server_api_key', _server_config(check_api_key)), same_on_every_node=True,
         comment='The API key (keep it in Ansible Vault); empty runs the server without a key.', group=True),
     Variable(
         'sglang_server_config_file', 'str', '/etc/sglang/{{ sglang_server_unit }}.yaml',
@@ -387,7 +396,7 @@ VARIABLES = (
                 'Required when rank 0 is reached through its hypervisor (C(community.proxmox.proxmox_pct_remote)), '
                 "whose C(ansible_host) is the node's; the other nodes then call its HTTP port at this address too."),
         ],
-        rule=pattern(HOST, 'an address or host name the other nodes reach', empty=True),
+        rule=Rule(_dist_init_host, 'an address or host name the other nodes reach, not a loopback one (or empty)'),
         peer=True, same_on_every_node=True),
     Variable(
         'sglang_server_socket_ifname', 'str', '',

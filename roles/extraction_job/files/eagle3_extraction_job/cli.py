@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 
-from eagle3_extraction_job import config, job, space
+from eagle3_extraction_job import chat, config, dataset, job, space
 
 
 def main(argv=None):
@@ -55,8 +55,25 @@ def main(argv=None):
     return job.Job(cfg, torch, api_key=api_key).run()
 
 
-def check_environment(cfg, log):
-    """What the unit needs before it can run: libraries, the dataset, the model's hidden size."""
+def tokenizer_problems(cfg, tokenizer_factory):
+    """The tokenizer loaded as the run loads it, when the dataset has a conversation: one that
+    cannot load (a hub name on a host without the hub, a dir without one) is refused here,
+    before any unit starts, not found by the run."""
+    if not dataset.has_conversations(cfg.dataset, cfg.dataset_format):
+        return []
+    try:
+        tokenizer_factory(cfg.tokenizer_path or cfg.model_path,
+                          assistant_header=cfg.chat_assistant_header, end_of_turn=cfg.chat_end_of_turn,
+                          system_prompt=cfg.chat_system_prompt, max_length=cfg.max_length,
+                          ignore_tokens=cfg.chat_ignore_tokens)
+    except Exception as exc:  # pylint: disable=broad-except
+        return [job.tokenizer_refusal(cfg, exc, "the dataset's conversation lines")]
+    return []
+
+
+def check_environment(cfg, log, tokenizer_factory=chat.ConversationTokenizer.from_pretrained):
+    """What the unit needs before it can run: libraries, the dataset (and its tokenizer), an output
+    dir on durable storage, the model's hidden size."""
     import importlib  # pylint: disable=import-outside-toplevel
     problems = []
     wanted = ["torch", "aiohttp"] + (["transformers"] if cfg.dataset_format != "tokenized" else [])
@@ -70,6 +87,12 @@ def check_environment(cfg, log):
                 log.warning("transformers missing: only pre-tokenized datasets will work")
     if not os.path.isfile(cfg.dataset):
         problems.append(f"dataset={cfg.dataset!r} is not a file")
+    else:
+        problems.extend(tokenizer_problems(cfg, tokenizer_factory))
+    try:
+        space.check_durable(cfg.output_dir)
+    except space.NotDurable as exc:
+        problems.append(str(exc))
     if not cfg.hidden_size:
         try:
             space.hidden_size_from_model(cfg.model_path)

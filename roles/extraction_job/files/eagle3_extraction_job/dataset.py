@@ -85,7 +85,7 @@ def readable_id(raw):
                 return None
             pos = _SPACE.match(text, pos + 1).end()
             value, pos = _DECODER.raw_decode(text, pos)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         pos = _SPACE.match(text, pos).end()
         if key == "id":
@@ -166,6 +166,23 @@ def parse_record(record, dataset_format="auto"):
     return Sample(sample_id, conversations=turns)
 
 
+def has_conversations(path, dataset_format="auto"):
+    """Whether some line of the file is a conversation (needs the tokenizer): read as bytes, a
+    line parsed only when it names the key, up to the first such line."""
+    if dataset_format == "tokenized":
+        return False
+    with open(path, "rb") as f:
+        for raw in f:
+            if b'"conversations"' not in raw:
+                continue
+            try:
+                if parse_record(json.loads(raw), dataset_format).conversations is not None:
+                    return True
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                continue
+    return False
+
+
 def scan(path, shard_index=0, shard_count=1, dataset_format="auto"):
     """Read the whole file once: this shard's samples, the bad lines, the sha256."""
     digest = hashlib.sha256()
@@ -183,6 +200,11 @@ def scan(path, shard_index=0, shard_count=1, dataset_format="auto"):
                 sample = parse_record(record, dataset_format)
             except (ValueError, UnicodeDecodeError) as exc:
                 bad.append(BadLine(lineno, readable_id(raw), str(exc)))
+                continue
+            except RecursionError:
+                # json's decoder recurses once per level: a line nested thousands deep is a bad line like
+                # any other, not a crash at every start
+                bad.append(BadLine(lineno, readable_id(raw), "nested too deep to read as JSON"))
                 continue
             if sample.sample_id in first_line:
                 bad.append(BadLine(lineno, sample.sample_id,

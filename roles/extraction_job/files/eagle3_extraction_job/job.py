@@ -39,6 +39,16 @@ class Refused(RuntimeError):
     """The job will not start (space, a foreign output dir, the API key...)."""
 
 
+def tokenizer_refusal(cfg, exc, needed):
+    """Why the job will not start when the conversations' tokenizer cannot be loaded; needed: the
+    lines that need it ("3 conversation lines of this shard")."""
+    where = (f"tokenizer_path={cfg.tokenizer_path!r}" if cfg.tokenizer_path
+             else f"model_path={cfg.model_path!r} (tokenizer_path is empty)")
+    return (f"the tokenizer cannot be loaded from {where}: {type(exc).__name__}: {str(exc)[:200]}; "
+            f"{needed} need it. Give extraction_job_tokenizer_path "
+            "a tokenizer dir on the host (or the model dir), with transformers in the job's venv")
+
+
 class DrainFailed(RuntimeError):
     """The drain met what it cannot go on through: every sample would wait on it.
 
@@ -60,11 +70,13 @@ def _disk_trouble(exc):
 
 
 class Job:  # pylint: disable=too-many-instance-attributes
-    def __init__(self, cfg, torch, api_key="", tokenizer_factory=None, usage_fn=space.usage):
+    def __init__(self, cfg, torch, api_key="", tokenizer_factory=None, usage_fn=space.usage,
+                 filesystem_type_fn=space.filesystem_type):
         self.cfg = cfg
         self.torch = torch
         self.api_key = api_key
         self.tokenizer_factory = tokenizer_factory or chat.ConversationTokenizer.from_pretrained
+        self.filesystem_type_fn = filesystem_type_fn
         self.usage_fn = usage_fn
         self.samples = {}
         self.scan = None
@@ -181,6 +193,10 @@ class Job:  # pylint: disable=too-many-instance-attributes
     def load_dataset(self):
         cfg = self.cfg
         self.scan = dataset.scan(cfg.dataset, cfg.shard_index, cfg.shard_count, cfg.dataset_format)
+        if self.scan.dataset_samples == 0 and self.scan.bad_lines:
+            # a run of nothing is no success: every shard would end "complete", 0 of 0
+            raise Refused(f"every line of the dataset {cfg.dataset} is bad ({len(self.scan.bad_lines)} "
+                          f"lines), nothing can be extracted; the first: {self.scan.bad_lines[0]}")
         pending = [s for s in self.scan.samples if s.conversations is not None]
         tok = None
         if pending:
@@ -191,11 +207,10 @@ class Job:  # pylint: disable=too-many-instance-attributes
                     system_prompt=cfg.chat_system_prompt, max_length=cfg.max_length,
                     ignore_tokens=cfg.chat_ignore_tokens)
             except Exception as exc:  # pylint: disable=broad-except
-                # no tokenizer (not in the venv, not in the model dir), no chat markers: the
-                # conversation lines are bad lines, the pre-tokenized ones still go
-                reason = f"cannot be tokenized: {type(exc).__name__}: {str(exc)[:200]}"
-                for sample in pending:
-                    self.scan.bad_lines.append(dataset.BadLine(sample.line, sample.sample_id, reason))
+                # no tokenizer (not in the venv, not in the model dir, a hub name on a host that cannot
+                # reach the hub): not a fault of any line, and every conversation line of every shard
+                # would be "bad" while the run ends complete; the configuration is what to fix
+                raise Refused(tokenizer_refusal(cfg, exc, f"{len(pending)} conversation lines of this shard")) from exc
         if tok is not None:
             for sample in pending:
                 try:
@@ -240,6 +255,10 @@ class Job:  # pylint: disable=too-many-instance-attributes
 
     def open_output(self):
         cfg = self.cfg
+        try:   # before the output dir is made: nothing is written to memory as if it were durable
+            space.check_durable(cfg.output_dir, self.filesystem_type_fn)
+        except space.NotDurable as exc:
+            raise Refused(str(exc)) from exc
         if not cfg.hidden_size:
             if not cfg.model_path:
                 raise Refused("hidden_size is 0 and model_path is empty: one is needed to "

@@ -59,6 +59,14 @@ def answer_detail(status, text, secrets=()):
     return f"HTTP {status}: {text}"
 
 
+def decoded(body, charset):
+    """An answer's body as text: in its charset (else UTF-8), undecodable bytes replaced."""
+    try:
+        return body.decode(charset or "utf-8", "replace")
+    except LookupError:   # a charset Python does not know
+        return body.decode("utf-8", "replace")
+
+
 def backoff(attempt, initial, maximum):
     """Seconds before try ``attempt`` + 1 (1-based): doubling, capped."""
     return min(maximum, initial * 2 ** max(0, attempt - 1))
@@ -102,7 +110,9 @@ class Sender:
         try:
             async with self.session.post(f"{self.url}/generate", json=self.body(self.job, sample),
                                          headers=self.headers, timeout=self.timeout) as resp:
-                text = await resp.text()
+                # an error body in no charset it claims (a proxy's binary page) is still an answer:
+                # read as bytes and decoded leniently, never an exception that leaves the sample unrecorded
+                text = decoded(await resp.read(), resp.charset)
                 status = resp.status
         except asyncio.TimeoutError as exc:
             raise RetryableError("timed out") from exc

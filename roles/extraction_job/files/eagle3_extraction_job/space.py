@@ -10,12 +10,56 @@ framing, counted as ``FILE_OVERHEAD`` bytes.
 import dataclasses
 import json
 import os
+import re
 
 FILE_OVERHEAD = 4096
 
 
 class NotEnoughSpace(RuntimeError):
     """The output disk cannot hold what the shard will write."""
+
+
+class NotDurable(RuntimeError):
+    """The output dir is on a memory filesystem: lost on reboot."""
+
+
+# filesystems held in memory: output there is lost on reboot (and a tmpfs shares the dump dir's memory)
+MEMORY_FILESYSTEMS = ("tmpfs", "ramfs")
+_MOUNTINFO_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
+def filesystem_type(path, mountinfo="/proc/self/mountinfo"):
+    """The type of the filesystem ``path`` is (or will be) on, from the kernel's mount table: the
+    last mount at the longest mount point over it (links resolved; a mount point exists, so a
+    path not made yet is on its nearest existing dir's). None when unknown."""
+    target = os.path.realpath(path)
+    try:
+        with open(mountinfo, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    best = None
+    for line in lines:
+        left, _sep, right = line.partition(" - ")
+        fields, kind = left.split(), right.split()
+        if len(fields) < 5 or not kind:
+            continue
+        point = _MOUNTINFO_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[4])
+        if target == point or target.startswith(point.rstrip("/") + "/"):
+            if best is None or len(point) >= len(best[0]):
+                best = (point, kind[0])
+    return best[1] if best else None
+
+
+def check_durable(output_dir, fs_type=None):
+    """Raise :class:`NotDurable` when the output dir is on a memory filesystem (fs_type: the
+    function that reads it, default :func:`filesystem_type`)."""
+    kind = (fs_type or filesystem_type)(output_dir)
+    if kind in MEMORY_FILESYSTEMS:
+        raise NotDurable(
+            f"output_dir={output_dir!r} is on a {kind}, in memory: the output would be lost on "
+            "reboot (and share the dump dir's memory); give extraction_job_output_root a dir on "
+            "durable storage")
 
 
 def bytes_per_token(hidden_size, captured_layers):

@@ -8,7 +8,11 @@ from __future__ import annotations
 import importlib.util
 import os
 
+from unittest import mock
+
 import pytest
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
 from ansible_collections.eagle3.extraction.plugins.action import role_input_check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -51,3 +55,28 @@ def test_an_address_the_rules_let_through_but_no_plan_can_use_fails_naming_the_v
     assert result.get('failed') is True, result
     assert result['errors'] == ["ct1: sglang_server_host='node_1' is not an address to listen on; give an IPv4 or "
                                 "IPv6 address (without brackets), a host name, 0.0.0.0 or ::"], result['errors']
+
+
+@pytest.mark.parametrize('strategy, refused', [
+    ('free', True), ('ansible.builtin.free', True), ('host_pinned', True), ('linear', False),
+    ('ansible.builtin.linear', False)])
+@pytest.mark.parametrize('role', ['extraction_job', 'online_training'])
+def test_a_role_that_builds_its_wheel_once_refuses_a_free_strategy(role, strategy, refused):
+    """Its wheel build is run_once on the controller: under strategy: free each host ran it at its own time and took
+    another host's build dir for its own."""
+    task = mock.MagicMock()
+    task.args = {'role': role}
+    task.action = 'eagle3.extraction.role_input_check'
+    task.get_play.return_value.strategy = strategy
+    task_vars = dict(AGREE.DEFAULTS[role], **AGREE.BASE)
+    task_vars.update(proxmox_container_vmid=500, inventory_hostname='ct1', hostvars={'pve1': {}})
+    templar = Templar(loader=DataLoader(), variables=task_vars)
+    plugin = role_input_check.ActionModule(task, mock.MagicMock(), mock.MagicMock(), loader=DataLoader(),
+                                           templar=templar, shared_loader_obj=None)
+    with mock.patch.object(role_input_check.ControllerCheck.__mro__[1], 'run', return_value={}):
+        result = plugin.run(task_vars=task_vars)
+    errors = [error for error in result.get('errors', []) if 'strategy' in error]
+    assert bool(errors) is refused, result.get('errors')
+    if refused:
+        assert errors[0].startswith('%s cannot run under strategy: %s' % (role, strategy))
+        assert 'strategy: linear' in errors[0]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.shard_verify import FAILURES_SHOWN, verify_shard
 from job_package import job_manifest  # tests/unit/job_package.py
@@ -53,3 +54,24 @@ def test_a_manifest_that_is_not_a_database_is_named_with_its_path(tmp_path):
     (shard / 'manifest.sqlite').write_bytes(b'not sqlite at all' * 100)
     (problem,) = verify_shard(str(shard))['problems']
     assert problem.startswith(str(shard / 'manifest.sqlite') + ": cannot be read as the job's manifest")
+
+
+def test_a_done_row_with_a_null_token_count_is_named_with_the_manifest_not_a_traceback(tmp_path):
+    # before: TypeError (int += None) out of the module, naming no file
+    shard = shard_with_failures(tmp_path, 0)
+    manifest = os.path.join(shard, 'manifest.sqlite')
+    db = sqlite3.connect(manifest)
+    db.execute("INSERT INTO samples (sample_id, idx, path, state, tokens, bytes, sha256) "
+               "VALUES ('s1', 0, 'rows_0-2000/data_0.ckpt', 'done', NULL, 10, ?)", ('a' * 64,))
+    db.execute("INSERT INTO samples (sample_id, idx, path, state, tokens, bytes, sha256) "
+               "VALUES ('s2', 1, 'rows_0-2000/data_1.ckpt', 'done', 5, NULL, NULL)")
+    db.commit()
+    db.close()
+    report = verify_shard(shard)
+    damaged = [p for p in report['problems'] if 'damaged manifest' in p]
+    assert damaged == [
+        "%s: the row of sample 's1' holds tokens=NULL, which no sound manifest does (a damaged manifest): that "
+        "sample is not counted as extracted" % manifest,
+        "%s: the row of sample 's2' holds bytes=NULL, which no sound manifest does (a damaged manifest): that "
+        "sample is not counted as extracted" % manifest]
+    assert report['samples'] == 0 and report['tokens'] == 0

@@ -144,3 +144,15 @@ def test_the_inventory_check_and_the_roles_make_the_same_plan():
     with mock.patch.dict(FLEET, FLEET_WITH_MODEL):
         for host in FLEET:
             assert result['plans'][host] == role_view(host), host
+
+
+@pytest.mark.parametrize('name, value', [
+    ('extraction_job_name', '../other'), ('extraction_job_name', 'x/../../other'), ('extraction_job_name', 'job\n'),
+    ('extraction_job_output_root', 'relative/root'), ('extraction_job_output_root', '/srv/a/../b'),
+])
+def test_no_job_dir_is_made_of_a_path_in_the_name_or_a_bad_root(name, value):
+    """status.yml, verify.yml and repair.yml read the job's dir from the plan without the role's first check: a
+    name that is a path would have them read (and verify pass on) another job's output."""
+    with pytest.raises(PlanError, match=r'^ct1: %s=%s is ' % (name, re.escape(repr(value)))):
+        plan({'ct1': {name: value}}, 'ct1')
+    assert plan({'ct1': {'extraction_job_name': 2024}}, 'ct1')['job']['dir'] == '/srv/eagle3-extraction/2024'

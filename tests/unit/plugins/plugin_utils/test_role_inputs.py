@@ -2,6 +2,8 @@
 its argument spec (Ansible's ArgumentSpecValidator over meta/argument_specs.yml) and the
 rules that format cannot hold (plugin_utils/role_inputs.py); the good values pass."""
 
+import os
+
 import pytest
 import yaml
 
@@ -59,7 +61,8 @@ BAD = {
     'sglang_patch_state': ['installed', 'PRESENT', ''],
     'sglang_patch_python': ['python', '/usr/bin/python3\n'],
     'sglang_patch_backup': ['often'],
-    'sglang_server_unit': ['sglang extraction', 'sglang\n', '-x', '../evil', ''],
+    # a name with its .service (the role adds it: After=x.service.service)
+    'sglang_server_unit': ['sglang extraction', 'sglang\n', '-x', '../evil', '', 'sglang-extraction.service'],
     'sglang_server_python': ['python', '/root/ml-env/bin/python\n'],
     'sglang_server_module': ['sglang.launch_server --api-key x', 'sglang/launch_server', 'sglang.\n'],
     'sglang_server_model_path': ['models/kimi', '/srv/models\n', '/', '/usr'],
@@ -85,6 +88,7 @@ BAD = {
     'sglang_server_interconnect': ['infiniband', 'NVLink', ''],
     'sglang_server_env': [{'A': 'x\ny'}, {'1A': 'x'}, {'A B': 'x'}, {'A': ['x']}, {'A': {'B': 1}}],
     'sglang_server_api_key': [KEY + '\n', 'sk\r', ' ' + KEY, KEY + ' ', 12345, ['sk'], {'k': 'v'}, 'sk\x00x'],
+    'extraction_job_api_key': [12345, 1.5, True, ['sk'], {'k': 'v'}, 'sk key', ' ' + KEY, KEY + '\n', 'sk\x00x'],
     'sglang_server_config_file': ['/etc/sglang/x.conf', 'x.yaml', '/etc/sglang', '/etc/sglang/x.yaml\n'],
     'sglang_server_log_file': ['sglang.log', '/var/log', '/var/log/x.log\n'],
     'sglang_server_stop_timeout': [0, -1, 86401, 'forever'],
@@ -98,25 +102,34 @@ BAD = {
     'sglang_server_name': ['two words', '-duo', 'duo/1', 'x' * 64, 'duo\n'],
     'sglang_server_node_rank': [-1, 1024, 'first', True, 0.5],
     'sglang_server_dist_init_port': [0, 65536, 'port', True],
-    'sglang_server_dist_init_host': ['two hosts', 'host;reboot', 'a/b'],
-    'sglang_server_socket_ifname': ['eth 0', 'eth0;', '^', 'averyveryverylongname0', 'eth0,,eth1'],
+    # an option, and loopback: the other nodes would call themselves (issue 36)
+    'sglang_server_dist_init_host': ['two hosts', 'host;reboot', 'a/b', '--help', '127.0.0.2', '127.0.0.1', '::1',
+                                     'localhost', 'localhost.localdomain', '-node'],
+    'sglang_server_socket_ifname': ['eth 0', 'eth0;', '^', 'averyveryverylongname0', 'eth0,,eth1', '-eth0',
+                                    'eth0,-eth1', '^-x'],
     # no '-': a rid is <name>-<sample id> (the job refuses it: names.JOB_RE)
     # a trailing newline too (match('^...$') let it through)
     'extraction_job_name': ['two words', '../up', '-x', 'x' * 65, 'sharegpt-v2', '.hidden', 'job\n'],
+    'extraction_job_dataset': ['train.jsonl', 'data/train.jsonl', '~/train.jsonl', 3],
     'extraction_job_shard_count': [0, -1, 'two', True, 100001, 1.5, '1\n'],
     'extraction_job_shard_indexes': [[], [-1], ['a'], [0, 0], 0, [True], '0'],
-    'extraction_job_server_url': ['localhost:30000', 'ftp://x', 'http://', 'http://a b', 'http://x\n'],
-    'extraction_job_output_root': ['relative', '/', '/var/lib', '/srv/a b'],
+    'extraction_job_server_url': ['localhost:30000', 'ftp://x', 'http://', 'http://a b', 'http://x\n',
+                                  'http://127.0.0.1:99999', 'http://127.0.0.1:0', 'http://:30000', 'http://x:port'],
+    'extraction_job_output_root': ['relative', '/', '/var/lib', '/srv/a b',
+                                   # memory filesystems, system dirs (issue 36): lost on reboot, or not ours
+                                   '/dev/shm/out', '/dev/shm', '/run/eagle3', '/etc/ssh', '/etc/ssh/out', '/usr/share/x'],
     'extraction_job_dump_dir': ['/dev/shm', 'shm'],
     'extraction_job_python': ['python3', ''],
     'extraction_job_install_dir': ['/opt', 'opt/x', '/opt/x\n', '/opt/x\nExecStartPre=/bin/true'],
-    'extraction_job_config_dir': ['/etc', 'etc/x'],
+    # % in a path: systemd expands it in the unit's ExecStart (issue 36)
+    'extraction_job_config_dir': ['/etc', 'etc/x', '/etc/eagle3%i', '/etc/100%'],
     'extraction_job_data_dir': ['/var/lib', '/proc/x'],
     'extraction_job_log_dir': ['/var/log', 'logs', '/var/log/x\n', '/var/log/x\nExecStopPost=/bin/true'],
     # the role writes <unit>@.service: no '@' of its own, no path
     'extraction_job_unit': ['two words', 'a/b', '', '../x', 'x\n', 'a@b', 'user@', 'job.service'],
     'extraction_job_systemd_dir': ['systemd', '/etc', '/etc/systemd/system\n', '/etc/../tmp'],
-    'extraction_job_server_unit': ['two words', '', '../x', 'sglang\nExecStartPre=/bin/true', 'sglang\n'],
+    'extraction_job_server_unit': ['two words', '', '../x', 'sglang\nExecStartPre=/bin/true', 'sglang\n',
+                                   'sglang-extraction.service'],
     'extraction_job_hidden_size': [-1, 1048577, 'big'],
     'extraction_job_captured_layers': [0, 65, 'three'],
     'extraction_job_max_length': [-1, 16777217],
@@ -231,6 +244,7 @@ GOOD = {
     'sglang_server_interconnect': ['nvlink', 'pcie'],
     'sglang_server_stale_shm_patterns': [['nccl-*', 'psm_*', 'sglang_hs_0']],
     'sglang_server_api_key': ['', KEY, 'key with inner spaces'],
+    'extraction_job_api_key': ['', KEY],
     'sglang_server_flags': [{'mem-fraction-static': 0.88, 'disable-prefill-cuda-graph': True, 'cuda-graph-bs': [1, 2]},
                             {'mem-fraction-static': '0.8'}, {'mem-fraction-static': ''}],
     # a null value drops a default (the argument spec says so)
@@ -238,8 +252,9 @@ GOOD = {
     'sglang_server_name': ['', 'kimi-k2.5', 'duo_1'],
     'sglang_server_node_rank': [0, 1, '3'],
     'sglang_server_socket_ifname': ['', 'eth0', 'eth0,eth1', '=ib0', '^docker,lo', 'enp65s0f0'],
-    'sglang_server_dist_init_host': ['', '10.0.0.1', 'node-a.example'],
+    'sglang_server_dist_init_host': ['', '10.0.0.1', 'node-a.example', 'fd00::2'],
     'extraction_job_name': ['extraction', 'sharegpt_v2', 'sharegpt.v2', '_x'],
+    'extraction_job_dataset': ['', os.path.abspath(__file__)],
     'extraction_job_space_margin': [0, 0.1, 1, '0.25'],
     'extraction_job_shard_count': [1, 3, '3'],
     'extraction_job_shard_indexes': [[0], [2, 0], ['1']],
@@ -389,6 +404,30 @@ def test_good_rollout_values_pass(serial):
     assert rollout_errors(serial, '0', 'true', False) == []
 
 
+@pytest.mark.parametrize('name', ['extraction_job_api_key', 'sglang_server_api_key'])
+def test_an_api_key_given_as_a_number_is_refused_naming_the_variable_not_the_value(name):
+    # before: extraction_job_api_key: 12345 passed the check and failed after the install ('_AnsibleTaggedInt'
+    # has no len())
+    errors = role_value_errors(SPECS[ROLE_OF[name]], {name: 982451653})
+    assert errors == ['%s=(hidden) is not a string (int); give it as a string: quote it' % name]
+    assert '982451653' not in errors[0]
+
+
+@pytest.mark.parametrize('dataset', ['train.jsonl', 'data/train.jsonl', './train.jsonl', '~/train.jsonl'])
+def test_a_relative_dataset_is_refused_whatever_file_the_working_dir_holds(dataset, tmp_path, monkeypatch):
+    """The check read a relative dataset in the controller's working dir, the copy in Ansible's search path (the
+    role's files/, the playbook's dir): with a file of that name in both, the host silently got the other one."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'data').mkdir()
+    for name in ('train.jsonl', 'data/train.jsonl'):
+        (tmp_path / name).write_text('{}\n')
+    errors = role_value_errors(SPECS['extraction_job'], {'extraction_job_dataset': dataset})
+    assert errors == ["extraction_job_dataset=%r is not an absolute path; give an absolute path (a relative one is "
+                      "looked up in two places: the check in the controller's working directory, the copy in "
+                      "Ansible's search path)" % dataset]
+    assert role_value_errors(SPECS['extraction_job'], {'extraction_job_dataset': str(tmp_path / 'train.jsonl')}) == []
+
+
 @pytest.mark.parametrize('values,expected', [
     ({'extraction_job_shm_low': 0.8, 'extraction_job_shm_high': 0.7}, 'extraction_job_shm_low=0.8 is above'),
     # the other one's default counts (extraction_job_shm_high: 0.7)
@@ -409,6 +448,9 @@ def test_good_rollout_values_pass(serial):
     ({'extraction_job_dataset': '/nonexistent/eagle3.jsonl'}, "extraction_job_dataset='/nonexistent/eagle3.jsonl' is "
                                                               'not a file on the controller'),
     ({'extraction_job_dataset': '/nonexistent/eagle3.jsonl', 'extraction_job_mode': 'files'}, 'not a file'),
+    # the role sees its dump dir resolved (the server's): output inside it is lost with the dumps
+    ({'extraction_job_output_root': '/data/dumps/out', 'extraction_job_dump_dir': '/data/dumps'},
+     "extraction_job_output_root='/data/dumps/out' is inside extraction_job_dump_dir='/data/dumps'"),
 ])
 def test_a_rule_between_variables_is_named(values, expected):
     role = ROLE_OF[sorted(values)[0]]
