@@ -3,6 +3,8 @@
 """Names, the dataset reader, sharding, the config and the space arithmetic."""
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -84,6 +86,34 @@ def test_shards_partition_the_dataset_and_are_stable(tmp_path):
     assert [dataset.shard_of(f"s{n:05d}", 3) for n in range(8)] == [2, 2, 0, 2, 2, 2, 2, 2]
     assert dataset.shard_of("s00000", 1000003) == int.from_bytes(
         __import__("hashlib").sha256(b"s00000").digest()[:8], "big") % 1000003
+
+
+SHARD_HOST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shard_host.py")
+
+
+def run_shard_host(path, index, count, hash_seed):
+    """One shard as its host reads the dataset: a process of its own with its own hash seed."""
+    env = dict(os.environ, PYTHONHASHSEED=str(hash_seed))
+    done = subprocess.run([sys.executable, SHARD_HOST, str(path), str(index), str(count)], env=env,
+                          capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(done.stdout)
+
+
+def test_each_bad_line_belongs_to_one_shard_whatever_each_hosts_hash_seed(tmp_path):
+    # every host has its own hash seed: a rule made of Python's hash() agrees with itself in one
+    # process, so the shards must be read in processes of their own, as the hosts read them
+    bad = [json.dumps({"id": f"bad-{n}", "input_ids": [1, 2], "loss_mask": [1]}) for n in range(24)]
+    bad += [json.dumps({"id": n, "input_ids": [1], "loss_mask": [2]}) for n in range(6)]
+    bad += ["{no id at all"]
+    path = write_dataset(tmp_path / "d.jsonl", make_samples(30), extra_lines=bad)
+    lines = range(31, 31 + len(bad))
+    runs = [[run_shard_host(path, index, 3, seed) for index, seed in enumerate(seeds)]
+            for seeds in ((1, 2, 3), (4, 5, 6))]
+    for shards in runs:
+        counted = sorted(line for shard in shards for line in shard["bad_lines"])
+        assert counted == list(lines)   # every bad line, by exactly one shard
+    # and by the same shard on other hosts (other seeds), as its samples are
+    assert runs[0] == runs[1]
 
 
 def test_config_rejects_bad_values_naming_key_and_value(tmp_path):
