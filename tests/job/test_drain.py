@@ -8,7 +8,7 @@ import os
 import pytest
 
 from job_helpers import (HIDDEN, LAYERS, StandinServer, config_for, expected_tensors, make_samples, torch,
-                         write_dataset, write_dump)
+                         until, write_dataset, write_dump)
 from eagle3_extraction_job import dataset, drain, manifest
 from eagle3_extraction_job import job as jobmod
 
@@ -230,8 +230,7 @@ def test_the_job_holds_its_output_dir_while_it_runs(job_dirs):
         try:
             job = jobmod.Job(config_for(job_dirs, ds, server.url), torch)
             run = asyncio.create_task(job.run_async())
-            while not server.received:
-                await asyncio.sleep(0.02)
+            await until(lambda: server.received, "the server received the first request")
             with pytest.raises(BlockingIOError):
                 manifest.lock_output_dir(job_dirs["out"], wait=False)
             assert await run == jobmod.EXIT_COMPLETE

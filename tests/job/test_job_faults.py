@@ -15,7 +15,7 @@ import stat
 import threading
 import time
 
-from job_helpers import config_for, make_samples, torch, write_dataset, write_dump
+from job_helpers import config_for, make_samples, torch, until, write_dataset, write_dump
 from test_job_run import check_outputs, run, with_server
 from eagle3_extraction_job import drain, manifest
 from eagle3_extraction_job import job as jobmod
@@ -170,8 +170,7 @@ def test_the_end_of_a_run_waits_for_the_drain_under_way(job_dirs, monkeypatch):
         job.open_output()
 
         async def send_all(_todo):   # the sending ends while the dump is being drained
-            while not started.is_set():
-                await asyncio.sleep(0.01)
+            await until(started.is_set, "the drain started", step=0.01)
         job._send_all = send_all  # pylint: disable=protected-access
         await job._send_and_drain([])  # pylint: disable=protected-access
         assert not job.draining

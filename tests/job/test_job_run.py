@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from job_helpers import (StandinServer, config_for, expected_tensors, make_samples, torch,
-                         write_dataset, write_dump)
+                         until, write_dataset, write_dump)
 from ansible_collections.eagle3.extraction.plugins.module_utils.dumps import aside_dir, aside_glob
 from eagle3_extraction_job import job as jobmod
 from eagle3_extraction_job import space
@@ -143,8 +143,7 @@ def test_a_kill_mid_job_resumes_without_loss_or_double(job_dirs):
         server.delay = 0.01
         cfg = config_for(job_dirs, ds, server.url, concurrency=8)
         task = asyncio.create_task(jobmod.Job(cfg, torch).run_async())
-        while len(server.received) < 15:
-            await asyncio.sleep(0.005)
+        await until(lambda: len(server.received) >= 15, "15 requests sent", step=0.005)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         # the server keeps dumping what it had accepted: those dumps are data

@@ -19,8 +19,10 @@ from job_helpers import ROOT, StandinServer, config_for, make_samples, torch, wr
 from eagle3_extraction_job import job as jobmod
 
 PLAYBOOK_BIN = os.path.join(ROOT, ".venv", "bin", "ansible-playbook")
-pytestmark = pytest.mark.skipif(not os.path.exists(PLAYBOOK_BIN),
-                                reason="the controller venv (.venv) is not built")
+pytestmark = [pytest.mark.skipif(not os.path.exists(PLAYBOOK_BIN),
+                                 reason="the controller venv (.venv) is not built"),
+              # the deadline of each test (tests/conftest.py): a playbook run of up to 300 s, and the jobs before it
+              pytest.mark.timeout(600)]
 SAMPLES = make_samples(45)
 
 

@@ -10,7 +10,7 @@ import sqlite3
 import threading
 import time
 
-from job_helpers import StandinServer, config_for, make_samples, slow_drains, torch, write_dataset
+from job_helpers import StandinServer, config_for, make_samples, slow_drains, torch, until, write_dataset
 from test_job_run import check_outputs
 from eagle3_extraction_job import drain, space, status
 from eagle3_extraction_job import job as jobmod
@@ -97,8 +97,7 @@ def test_the_watermark_is_read_in_the_slot_just_before_each_request(job_dirs):
         cfg = config_for(job_dirs, ds, server.url, concurrency=1, shm_high=0.7, shm_low=0.5)
         job = jobmod.Job(cfg, torch, usage_fn=usage)
         task = asyncio.create_task(job.run_async())
-        while job.state != "paused":
-            await asyncio.sleep(0.05)
+        await until(lambda: job.state == "paused", "the job paused on the full /dev/shm", step=0.05)
         await asyncio.sleep(0.5)
         received = len(server.received)
         full["filling"] = full["on"] = False      # the drain caught up: the rest may go
