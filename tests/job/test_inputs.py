@@ -73,6 +73,19 @@ def test_bad_lines_are_reported_with_line_and_id_and_good_lines_go_on(tmp_path):
     assert str(scan.bad_lines[1]).startswith("line 3 (id 'bad-mask'):")
 
 
+def test_a_bad_lines_id_is_named_whole_or_says_it_was_cut_and_how_long_it_is(tmp_path):
+    # an id of up to 128 characters (the longest a sample id may be) is named whole, not cut at
+    # 80 where two ids that differ past there read the same; a longer one says it was cut
+    long_ok = "x" * 100 + "-mask"
+    too_long = "y" * 300
+    path = write_dataset(tmp_path / "d.jsonl", [], extra_lines=[
+        json.dumps({"id": long_ok, "input_ids": [1, 2], "loss_mask": [1]}),
+        json.dumps({"id": too_long, "input_ids": [1], "loss_mask": [1]})])
+    shown = [str(bad) for bad in dataset.scan(str(path)).bad_lines]
+    assert shown[0].startswith(f"line 1 (id {long_ok!r}): input_ids has 2 tokens")
+    assert shown[1].startswith(f"line 2 (id {'y' * 128!r}..., cut: 300 characters): id must match")
+
+
 def test_shards_partition_the_dataset_and_are_stable(tmp_path):
     samples = make_samples(300)
     path = write_dataset(tmp_path / "d.jsonl", samples)
