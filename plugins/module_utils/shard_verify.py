@@ -18,6 +18,9 @@ BAD_LINES_SHOWN = 10
 META = 'SELECT key, value FROM meta'
 SAMPLES = 'SELECT sample_id, path, state, tokens, bytes, sha256 FROM samples ORDER BY idx'
 FAILURES = 'SELECT sample_id, attempts, reason FROM failures ORDER BY at'
+# the way on from a finished sample whose file is damaged or missing (extraction_repair)
+REPAIR = {True: 'run playbooks/repair.yml: it extracts the sample again',
+          False: 'run playbooks/repair.yml: it moves the file aside and extracts the sample again'}
 
 
 def _count_done_files(report, shard_dir, rows, checksums):
@@ -32,7 +35,7 @@ def _count_done_files(report, shard_dir, rows, checksums):
             continue
         problem = file_problem(shard_dir, relpath, nbytes, sha, checksums)
         if problem:
-            report['problems'].append('%s: %s %s' % (sample_id, relpath, problem))
+            report['problems'].append('%s: %s %s: %s' % (sample_id, relpath, problem, REPAIR[problem == MISSING]))
             if problem == MISSING:
                 continue
         report['ids'].append(sample_id)

@@ -53,3 +53,20 @@ def test_a_manifest_that_is_not_a_database_is_named_with_its_path(tmp_path):
     (shard / 'manifest.sqlite').write_bytes(b'not sqlite at all' * 100)
     (problem,) = verify_shard(str(shard))['problems']
     assert problem.startswith(str(shard / 'manifest.sqlite') + ": cannot be read as the job's manifest")
+
+
+def test_a_damaged_or_missing_file_names_the_repair_that_redoes_it(tmp_path):
+    shard = tmp_path / 'testjob' / 'shard-0-of-1'
+    m = job_manifest().open_manifest(str(shard))
+    m.pin(job='testjob', shard_index=0, shard_count=1, dataset_sha256='d' * 64)
+    (shard / 'rows_0-2000').mkdir()
+    for sample_id, written in (('flipped', b'a flipped byte'), ('short', b'cut'), ('gone', None)):
+        _idx, relpath = m.reserve(sample_id, lambda idx: 'rows_0-2000/data_%d.ckpt' % idx)
+        if written is not None:
+            (shard / relpath).write_bytes(written)
+        m.finish(sample_id, 3, len(b'a flipped byte'), 'e' * 64)
+    m.close()
+    problems = verify_shard(str(shard))['problems']
+    for sample_id in ('flipped', 'short', 'gone'):
+        (line,) = [p for p in problems if p.startswith(sample_id + ': ')]
+        assert 'playbooks/repair.yml' in line, line
