@@ -171,6 +171,27 @@ def test_space_refusal_gives_the_numbers(tmp_path):
     assert need == 10 * space.bytes_per_token(16, 3) + space.FILE_OVERHEAD
 
 
+@pytest.mark.parametrize("size, text", [
+    (0, "0 bytes"), (900, "900 bytes"), (4096, "4.0 KiB"), (150 * 2**20, "150.0 MiB"),
+    (int(2.5 * 2**30), "2.5 GiB"), (3 * 2**40, "3.0 TiB"), (12_345 * 2**40, "12,345.0 TiB")])
+def test_a_size_is_said_in_a_unit_that_shows_it(size, text):
+    assert space.size_text(size) == text
+
+
+def test_space_messages_say_small_sizes_in_a_unit_that_shows_them(tmp_path):
+    # before: every size in GiB, one decimal: "0.0 GiB free, under the 0.0 GiB floor"
+    def usage(path):   # the output disk nearly full, /dev/shm nearly empty
+        return space.Usage(total=2**30, free=40 * 2**20 if path != "shm" else 2**30)
+    with pytest.raises(space.NotEnoughSpace) as err:
+        space.check_fits(str(tmp_path), 3, 10_000, 16, 3, 0.1, 64 * 2**20, usage_fn=usage)
+    text = str(err.value)
+    assert "0.0 GiB" not in text
+    assert "= 1.4 MiB; with a 10% margin and the 64.0 MiB floor that is 65.5 MiB" in text, text
+    assert text.endswith("has 40.0 MiB free")
+    gate = space.Gate("shm", "out", 0.7, 0.5, 64 * 2**20, 96 * 2**20, usage_fn=usage)
+    assert not gate.update() and gate.closed_reason == "out: 40.0 MiB free, under the 64.0 MiB floor"
+
+
 def test_gate_has_hysteresis():
     readings = {"shm": space.Usage(100, 50), "out": space.Usage(1000, 900)}
     gate = space.Gate("shm", "out", 0.7, 0.5, 100, 200,
