@@ -4,6 +4,7 @@
 import asyncio
 import hashlib
 import os
+import sqlite3
 
 import pytest
 
@@ -183,6 +184,20 @@ def test_manifest_refuses_another_jobs_output_dir(job_dirs):
     m.pin(job="a", dataset_sha256="1" * 64)
     with pytest.raises(manifest.ManifestMismatch, match="dataset_sha256"):
         m.pin(job="a", dataset_sha256="2" * 64)
+    m.close()
+
+
+def test_a_manifest_made_before_failures_had_their_line_gets_the_column_and_keeps_its_rows(job_dirs):
+    m = manifest.open_manifest(job_dirs["out"])
+    m.close()
+    path = os.path.join(job_dirs["out"], "manifest.sqlite")
+    with sqlite3.connect(path) as db:   # the table as it was made before
+        db.executescript("DROP TABLE failures; CREATE TABLE failures (sample_id TEXT PRIMARY KEY, "
+                         "attempts INTEGER NOT NULL, reason TEXT NOT NULL, at REAL NOT NULL); "
+                         "INSERT INTO failures VALUES ('old', 2, 'refused', 1.0)")
+    m = manifest.open_manifest(job_dirs["out"])
+    m.record_failure("new", "refused", line=9)
+    assert sorted(m.failures()) == [("new", 1, "refused", 9), ("old", 2, "refused", None)]
     m.close()
 
 

@@ -15,6 +15,7 @@ import stat
 import threading
 import time
 
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_verify import verify_shard
 from job_helpers import config_for, make_samples, torch, until, write_dataset, write_dump
 from test_job_run import check_outputs, run, with_server
 from eagle3_extraction_job import drain, manifest
@@ -49,6 +50,10 @@ def test_a_sample_the_server_refuses_is_recorded_and_the_rest_go_on(job_dirs):
     assert snap["samples_done"] == 7 and snap["samples_failed"] == 1 and snap["state"] == "incomplete"
     assert any(refused_id in e and "context length" in e for e in snap["last_errors"])
     assert "HTTP 400" in failures(job_dirs["out"])[refused_id]
+    # named by its line too, where the user fixes it: in the status and in verify
+    assert any(e.startswith(f"{refused_id} (line 4): ") for e in snap["last_errors"]), snap["last_errors"]
+    assert any(p.startswith(f"{refused_id} (line 4): not extracted")
+               for p in verify_shard(job_dirs["out"])["problems"])
     check_outputs_except(job_dirs["out"], samples, refused_id)
     # the server fixed (a longer context): the next start sends that sample alone
     code, snap, sent = run(with_server(job_dirs, lambda s: body(s, {})))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.shard_verify import FAILURES_SHOWN, verify_shard
 from job_package import job_manifest  # tests/unit/job_package.py
@@ -70,3 +71,19 @@ def test_a_damaged_or_missing_file_names_the_repair_that_redoes_it(tmp_path):
     for sample_id in ('flipped', 'short', 'gone'):
         (line,) = [p for p in problems if p.startswith(sample_id + ': ')]
         assert 'playbooks/repair.yml' in line, line
+
+
+def test_a_failed_sample_is_named_by_its_dataset_line_and_one_of_an_older_manifest_by_its_id(tmp_path):
+    shard = shard_with_failures(tmp_path, 0)
+    m = job_manifest().open_manifest(shard)
+    m.record_failure('s7', 'refused by the server: HTTP 400', line=12)
+    m.close()
+    (line,) = [p for p in verify_shard(shard)['problems'] if 'not extracted' in p]
+    assert line.startswith('s7 (line 12): not extracted, its last try failed (1 tries)')
+    # a manifest made before failures had their line: the id alone, no failure to read it
+    db = sqlite3.connect(os.path.join(shard, 'manifest.sqlite'))
+    db.executescript('CREATE TABLE old AS SELECT sample_id, attempts, reason, at FROM failures; '
+                     'DROP TABLE failures; ALTER TABLE old RENAME TO failures')
+    db.close()
+    (line,) = [p for p in verify_shard(shard)['problems'] if 'not extracted' in p]
+    assert line.startswith('s7: not extracted, its last try failed (1 tries)')
