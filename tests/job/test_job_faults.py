@@ -6,7 +6,6 @@ One refused sample is recorded and the rest go on; a drain that cannot go on end
 at once, loudly; the end of a run waits for the drain under way; a finished row whose
 file is gone is redone; no directory entry is trusted before it is on the disk.
 """
-import asyncio
 import concurrent.futures
 import json
 import os
