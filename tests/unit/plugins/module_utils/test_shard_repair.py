@@ -81,7 +81,7 @@ def test_the_damaged_files_new_name_is_durable_before_its_old_name_is_removed(tm
         assert call in calls, calls
         return calls.index(call)
     linked = first(('link', src, target))
-    reason = first(('replace', next(c[1] for c in calls if c[0] == 'replace'), target + '.reason'))
+    reason = next(n for n, c in enumerate(calls) if c[0] == 'replace' and c[2] == target + '.reason')
     aside_durable = first(('fsync', aside))
     unlinked = first(('unlink', src))
     old_dir_durable = max(n for n, c in enumerate(calls) if c == ('fsync', os.path.dirname(src)))
