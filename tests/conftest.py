@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import signal
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,12 @@ TESTS = Path(__file__).resolve().parent
 TORCH_SUITES = ('capture', 'job', 'online')
 TORCH_NEEDS = ('torch', 'aiohttp')
 CONTROLLER_NEEDS = ('ansible', 'ansible_runner')
+# every test of these suites has a deadline, in seconds: a test that waits on the job or the capture
+# for ever (for a pause that never comes) fails instead of hanging the whole run. A module or a test
+# sets its own with @pytest.mark.timeout(N). pytest-timeout enforces it (lab/bootstrap/torch-venv.sh
+# installs it) and fails that test alone; in a venv without it, a fixture below does the same by
+# SIGALRM.
+DEADLINE_S = {'job': 300, 'capture': 300}
 
 
 @functools.cache
@@ -59,7 +66,32 @@ def pytest_report_header(config):  # pylint: disable=unused-argument
 
 
 def pytest_collection_modifyitems(items):
-    """The torch suites' tests carry the `torch` marker (pytest.ini), so that `-m` selects them."""
+    """The torch suites' tests carry the `torch` marker (pytest.ini), so that `-m` selects them; those of
+    DEADLINE_S a deadline, unless they set their own."""
     for item in items:
-        if _suite(item.path) in TORCH_SUITES:
+        suite = _suite(item.path)
+        if suite in TORCH_SUITES:
             item.add_marker(pytest.mark.torch)
+        if suite in DEADLINE_S and item.get_closest_marker('timeout') is None:
+            item.add_marker(pytest.mark.timeout(DEADLINE_S[suite]))
+
+
+@pytest.fixture(autouse=True)
+def _deadline_without_pytest_timeout(request):
+    """The deadline where pytest-timeout is missing: SIGALRM fails the test there, as that plugin's
+    own signal method does."""
+    marker = request.node.get_closest_marker('timeout')
+    if marker is None or request.config.pluginmanager.hasplugin('timeout'):
+        yield
+        return
+    seconds = marker.args[0]
+
+    def past_deadline(_signum, _frame):
+        pytest.fail('Timeout: past the test\'s deadline of %s s (tests/conftest.py)' % seconds, pytrace=True)
+    before = signal.signal(signal.SIGALRM, past_deadline)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)

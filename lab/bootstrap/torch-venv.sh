@@ -6,14 +6,15 @@
 # without its dependencies (it would pull CUDA wheels) so the tests read our outputs with it;
 # datasets (with pyarrow and pandas, what pip resolves for it) for SpecForge's own
 # preprocessing, which tests/job/test_chat_matches_specforge.py compares the job with.
-# Mooncake's CUDA-less client and master (the online mode's store: tests/online), and the job's
+# pytest-timeout, which holds every test of tests/job and tests/capture to its deadline
+# (tests/conftest.py). Mooncake's CUDA-less client and master (the online mode's store: tests/online), and the job's
 # own package (roles/extraction_job/files), editable.
 # Idempotent: a venv whose pins already match is left alone.
 # Usage: lab/bootstrap/torch-venv.sh   -> prints the venv's python path
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 VENV=${TORCH_VENV:-.venv-torch}
-PINS=("torch==2.13.0" "pytest==9.2.0" "pyyaml==6.0.4" "aiohttp==3.14.5"
+PINS=("torch==2.13.0" "pytest==9.2.0" "pytest-timeout==2.4.0" "pyyaml==6.0.4" "aiohttp==3.14.5"
   "transformers==5.23.0" "jinja2==3.1.6" "datasets==5.2.0"
   "mooncake-transfer-engine-non-cuda==0.3.13.post1")
 NODEPS=("specforge==0.2.0")

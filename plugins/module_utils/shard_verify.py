@@ -17,7 +17,13 @@ FAILURES_SHOWN = 10
 BAD_LINES_SHOWN = 10
 META = 'SELECT key, value FROM meta'
 SAMPLES = 'SELECT sample_id, path, state, tokens, bytes, sha256 FROM samples ORDER BY idx'
-FAILURES = 'SELECT sample_id, attempts, reason FROM failures ORDER BY at'
+FAILURES = 'SELECT sample_id, attempts, reason, line FROM failures ORDER BY at'
+# a manifest whose job has not run since failures had the sample's dataset line (the job adds it)
+FAILURES_WITHOUT_LINE = 'SELECT sample_id, attempts, reason, NULL FROM failures ORDER BY at'
+FAILURES_COLUMNS = 'PRAGMA table_info(failures)'
+# the way on from a finished sample whose file is damaged or missing (extraction_repair)
+REPAIR = {True: 'run playbooks/repair.yml: it extracts the sample again',
+          False: 'run playbooks/repair.yml: it moves the file aside and extracts the sample again'}
 
 
 def _whole(value):
@@ -56,7 +62,7 @@ def _count_done_files(report, shard_dir, rows, checksums, manifest):
             continue
         problem = file_problem(shard_dir, relpath, nbytes, sha, checksums)
         if problem:
-            report['problems'].append('%s: %s %s' % (sample_id, relpath, problem))
+            report['problems'].append('%s: %s %s: %s' % (sample_id, relpath, problem, REPAIR[problem == MISSING]))
             if problem == MISSING:
                 continue
         report['ids'].append(sample_id)
@@ -66,10 +72,15 @@ def _count_done_files(report, shard_dir, rows, checksums, manifest):
     return listed
 
 
+def _named(sample_id, line):
+    """A failed sample as verify names it: its id and, where the manifest has it, its line in the dataset."""
+    return sample_id if line is None else '%s (line %s)' % (sample_id, line)
+
+
 def _failure_problems(failures, manifest):
     """A sample the server refused (or whose dump was rejected) is not in the output: say why."""
-    problems = ['%s: not extracted, its last try failed (%s tries): %s' % (sample_id, attempts, reason)
-                for sample_id, attempts, reason in failures[:FAILURES_SHOWN]]
+    problems = ['%s: not extracted, its last try failed (%s tries): %s' % (_named(sample_id, line), attempts, reason)
+                for sample_id, attempts, reason, line in failures[:FAILURES_SHOWN]]
     if len(failures) > FAILURES_SHOWN:
         problems.append('%d more samples failed (the failures table of %s)' % (len(failures) - FAILURES_SHOWN, manifest))
     return problems
@@ -129,7 +140,9 @@ def verify_shard(shard_dir, checksums=True):
         problems.append('%s: no manifest.sqlite' % shard_dir)
         return report
     try:
-        meta, rows, failures = read_manifest(manifest, META, SAMPLES, FAILURES)
+        meta, rows, columns = read_manifest(manifest, META, SAMPLES, FAILURES_COLUMNS)
+        with_line = any(column[1] == 'line' for column in columns)
+        (failures,) = read_manifest(manifest, FAILURES if with_line else FAILURES_WITHOUT_LINE)
     except sqlite3.Error as exc:
         problems.append('%s: cannot be read as the job\'s manifest: %s' % (manifest, exc))
         return report

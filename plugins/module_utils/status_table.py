@@ -38,6 +38,17 @@ def _percent(done, total):
     return '%.1f' % (100.0 * done / total) if total else '-'
 
 
+def _stopped_unfinished(status):
+    """Samples left and no job at work on them: the shard ends at no time until it is started again (its last
+    status.json's ETA was its last rate over what was then left)."""
+    at_work = status.get('state') in AT_WORK and status.get('alive')
+    return not at_work and (status.get('samples_done') or 0) < (status.get('samples_total') or 0)
+
+
+def _eta(status):
+    return 'stopped' if _stopped_unfinished(status) else _duration(status.get('eta_s'))
+
+
 def _state(status):
     state = status.get('state', '?')
     if state in AT_WORK and not status.get('alive'):
@@ -50,7 +61,7 @@ def _state(status):
 def _shard_row(host, s):
     done, total = s.get('samples_done', 0), s.get('samples_total', 0)
     return (host, '%s/%s' % (s.get('shard_index', '?'), s.get('shard_count', '?')), _state(s), str(done), str(total),
-            _percent(done, total), '%.0f' % (s.get('tokens_per_s') or 0), _duration(s.get('eta_s')),
+            _percent(done, total), '%.0f' % (s.get('tokens_per_s') or 0), _eta(s),
             '%s/%s' % (_gib(s.get('shm_used_bytes')), _gib(s.get('shm_total_bytes'))),
             _gib(s.get('output_free_bytes')), str(s.get('samples_failed', 0)),
             str(s.get('bad_lines', 0)), str(s.get('errors', 0)))
@@ -58,7 +69,7 @@ def _shard_row(host, s):
 
 def _add_shard(totals, s):
     """Add one shard's status to the totals. The whole job's ETA is the slowest shard's (they run in
-    parallel), unknown once a shard with samples left has none."""
+    parallel), unknown once a shard with samples left has none or has stopped."""
     totals['shards'] += 1
     for key in SUMMED:
         totals[key] += int(s.get(key) or 0)
@@ -66,7 +77,7 @@ def _add_shard(totals, s):
     if totals['eta_s'] is None:
         return
     eta = s.get('eta_s')
-    if eta is None and s.get('samples_done', 0) < s.get('samples_total', 0):
+    if _stopped_unfinished(s) or (eta is None and s.get('samples_done', 0) < s.get('samples_total', 0)):
         totals['eta_s'] = None
     elif eta is not None:
         totals['eta_s'] = max(totals['eta_s'], eta)

@@ -130,6 +130,15 @@ class StandinServer:
         await self.runner.cleanup()
 
 
+async def until(condition, what, timeout=30.0, step=0.02):
+    """Poll ``condition()`` until it is true; past ``timeout`` seconds, fail saying ``what`` never
+    happened (a wait that never ends fails the test rather than hang the run)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        await asyncio.sleep(step)
+
+
 def write_dataset(path, samples, extra_lines=()):
     """samples: [(id, input_ids, loss_mask)] as JSON Lines; extra_lines appended raw."""
     with open(path, "w", encoding="utf-8") as f:

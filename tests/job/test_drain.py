@@ -4,11 +4,12 @@
 import asyncio
 import hashlib
 import os
+import sqlite3
 
 import pytest
 
 from job_helpers import (HIDDEN, LAYERS, StandinServer, config_for, expected_tensors, make_samples, torch,
-                         write_dataset, write_dump)
+                         until, write_dataset, write_dump)
 from eagle3_extraction_job import dataset, drain, manifest
 from eagle3_extraction_job import job as jobmod
 
@@ -186,6 +187,20 @@ def test_manifest_refuses_another_jobs_output_dir(job_dirs):
     m.close()
 
 
+def test_a_manifest_made_before_failures_had_their_line_gets_the_column_and_keeps_its_rows(job_dirs):
+    m = manifest.open_manifest(job_dirs["out"])
+    m.close()
+    path = os.path.join(job_dirs["out"], "manifest.sqlite")
+    with sqlite3.connect(path) as db:   # the table as it was made before
+        db.executescript("DROP TABLE failures; CREATE TABLE failures (sample_id TEXT PRIMARY KEY, "
+                         "attempts INTEGER NOT NULL, reason TEXT NOT NULL, at REAL NOT NULL); "
+                         "INSERT INTO failures VALUES ('old', 2, 'refused', 1.0)")
+    m = manifest.open_manifest(job_dirs["out"])
+    m.record_failure("new", "refused", line=9)
+    assert sorted(m.failures()) == [("new", 1, "refused", 9), ("old", 2, "refused", None)]
+    m.close()
+
+
 @pytest.mark.parametrize("value,finite", [(float("nan"), False), (float("inf"), False),
                                           (float("-inf"), False), (-3.0e38, True), (1e-40, True),
                                           (0.0, True), (-0.0, True)])
@@ -230,8 +245,7 @@ def test_the_job_holds_its_output_dir_while_it_runs(job_dirs):
         try:
             job = jobmod.Job(config_for(job_dirs, ds, server.url), torch)
             run = asyncio.create_task(job.run_async())
-            while not server.received:
-                await asyncio.sleep(0.02)
+            await until(lambda: server.received, "the server received the first request")
             with pytest.raises(BlockingIOError):
                 manifest.lock_output_dir(job_dirs["out"], wait=False)
             assert await run == jobmod.EXIT_COMPLETE

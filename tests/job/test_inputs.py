@@ -3,6 +3,8 @@
 """Names, the dataset reader, sharding, the config and the space arithmetic."""
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -71,6 +73,7 @@ def test_bad_lines_are_reported_with_line_and_id_and_good_lines_go_on(tmp_path):
     assert str(scan.bad_lines[1]).startswith("line 3 (id 'bad-mask'):")
 
 
+<<<<<<< HEAD
 def test_a_line_nested_too_deep_is_a_bad_line_not_a_crash(tmp_path):
     # before: RecursionError out of the scan, at every start of the job: the shard was never done
     good = make_samples(2)
@@ -84,6 +87,19 @@ def test_a_line_nested_too_deep_is_a_bad_line_not_a_crash(tmp_path):
         (2, None, "nested too deep to read as JSON"), (3, "deep", "nested too deep to read as JSON"),
         (4, None, "nested too deep to read as JSON")]
     assert [s.sample_id for s in scan.samples] == [good[0][0], good[1][0]]
+=======
+def test_a_bad_lines_id_is_named_whole_or_says_it_was_cut_and_how_long_it_is(tmp_path):
+    # an id of up to 128 characters (the longest a sample id may be) is named whole, not cut at
+    # 80 where two ids that differ past there read the same; a longer one says it was cut
+    long_ok = "x" * 100 + "-mask"
+    too_long = "y" * 300
+    path = write_dataset(tmp_path / "d.jsonl", [], extra_lines=[
+        json.dumps({"id": long_ok, "input_ids": [1, 2], "loss_mask": [1]}),
+        json.dumps({"id": too_long, "input_ids": [1], "loss_mask": [1]})])
+    shown = [str(bad) for bad in dataset.scan(str(path)).bad_lines]
+    assert shown[0].startswith(f"line 1 (id {long_ok!r}): input_ids has 2 tokens")
+    assert shown[1].startswith(f"line 2 (id {'y' * 128!r}..., cut: 300 characters): id must match")
+>>>>>>> issue36-tests
 
 
 def test_shards_partition_the_dataset_and_are_stable(tmp_path):
@@ -99,6 +115,34 @@ def test_shards_partition_the_dataset_and_are_stable(tmp_path):
     assert [dataset.shard_of(f"s{n:05d}", 3) for n in range(8)] == [2, 2, 0, 2, 2, 2, 2, 2]
     assert dataset.shard_of("s00000", 1000003) == int.from_bytes(
         __import__("hashlib").sha256(b"s00000").digest()[:8], "big") % 1000003
+
+
+SHARD_HOST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shard_host.py")
+
+
+def run_shard_host(path, index, count, hash_seed):
+    """One shard as its host reads the dataset: a process of its own with its own hash seed."""
+    env = dict(os.environ, PYTHONHASHSEED=str(hash_seed))
+    done = subprocess.run([sys.executable, SHARD_HOST, str(path), str(index), str(count)], env=env,
+                          capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(done.stdout)
+
+
+def test_each_bad_line_belongs_to_one_shard_whatever_each_hosts_hash_seed(tmp_path):
+    # every host has its own hash seed: a rule made of Python's hash() agrees with itself in one
+    # process, so the shards must be read in processes of their own, as the hosts read them
+    bad = [json.dumps({"id": f"bad-{n}", "input_ids": [1, 2], "loss_mask": [1]}) for n in range(24)]
+    bad += [json.dumps({"id": n, "input_ids": [1], "loss_mask": [2]}) for n in range(6)]
+    bad += ["{no id at all"]
+    path = write_dataset(tmp_path / "d.jsonl", make_samples(30), extra_lines=bad)
+    lines = range(31, 31 + len(bad))
+    runs = [[run_shard_host(path, index, 3, seed) for index, seed in enumerate(seeds)]
+            for seeds in ((1, 2, 3), (4, 5, 6))]
+    for shards in runs:
+        counted = sorted(line for shard in shards for line in shard["bad_lines"])
+        assert counted == list(lines)   # every bad line, by exactly one shard
+    # and by the same shard on other hosts (other seeds), as its samples are
+    assert runs[0] == runs[1]
 
 
 def test_config_rejects_bad_values_naming_key_and_value(tmp_path):
@@ -143,6 +187,7 @@ def test_space_refusal_gives_the_numbers(tmp_path):
     assert need == 10 * space.bytes_per_token(16, 3) + space.FILE_OVERHEAD
 
 
+<<<<<<< HEAD
 MOUNTINFO = """\
 27 1 254:0 / / rw,relatime - ext4 /dev/vda rw
 25 24 0:23 / /dev/shm rw,relatime - tmpfs tmpfs rw
@@ -167,6 +212,27 @@ def test_an_output_dir_in_memory_is_refused(tmp_path):
         space.check_durable("/x/out", fs_type=lambda _p: "tmpfs")
     space.check_durable("/x/out", fs_type=lambda _p: "ext4")
     space.check_durable("/x/out", fs_type=lambda _p: None)
+=======
+@pytest.mark.parametrize("size, text", [
+    (0, "0 bytes"), (900, "900 bytes"), (4096, "4.0 KiB"), (150 * 2**20, "150.0 MiB"),
+    (int(2.5 * 2**30), "2.5 GiB"), (3 * 2**40, "3.0 TiB"), (12_345 * 2**40, "12,345.0 TiB")])
+def test_a_size_is_said_in_a_unit_that_shows_it(size, text):
+    assert space.size_text(size) == text
+
+
+def test_space_messages_say_small_sizes_in_a_unit_that_shows_them(tmp_path):
+    # before: every size in GiB, one decimal: "0.0 GiB free, under the 0.0 GiB floor"
+    def usage(path):   # the output disk nearly full, /dev/shm nearly empty
+        return space.Usage(total=2**30, free=40 * 2**20 if path != "shm" else 2**30)
+    with pytest.raises(space.NotEnoughSpace) as err:
+        space.check_fits(str(tmp_path), 3, 10_000, 16, 3, 0.1, 64 * 2**20, usage_fn=usage)
+    text = str(err.value)
+    assert "0.0 GiB" not in text
+    assert "= 1.4 MiB; with a 10% margin and the 64.0 MiB floor that is 65.5 MiB" in text, text
+    assert text.endswith("has 40.0 MiB free")
+    gate = space.Gate("shm", "out", 0.7, 0.5, 64 * 2**20, 96 * 2**20, usage_fn=usage)
+    assert not gate.update() and gate.closed_reason == "out: 40.0 MiB free, under the 64.0 MiB floor"
+>>>>>>> issue36-tests
 
 
 def test_gate_has_hysteresis():

@@ -6,7 +6,6 @@ One refused sample is recorded and the rest go on; a drain that cannot go on end
 at once, loudly; the end of a run waits for the drain under way; a finished row whose
 file is gone is redone; no directory entry is trusted before it is on the disk.
 """
-import asyncio
 import concurrent.futures
 import json
 import logging
@@ -16,7 +15,8 @@ import stat
 import threading
 import time
 
-from job_helpers import config_for, make_samples, torch, write_dataset, write_dump
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_verify import verify_shard
+from job_helpers import config_for, make_samples, torch, until, write_dataset, write_dump
 from test_job_run import check_outputs, run, with_server
 from eagle3_extraction_job import drain, manifest
 from eagle3_extraction_job import job as jobmod
@@ -50,6 +50,10 @@ def test_a_sample_the_server_refuses_is_recorded_and_the_rest_go_on(job_dirs):
     assert snap["samples_done"] == 7 and snap["samples_failed"] == 1 and snap["state"] == "incomplete"
     assert any(refused_id in e and "context length" in e for e in snap["last_errors"])
     assert "HTTP 400" in failures(job_dirs["out"])[refused_id]
+    # named by its line too, where the user fixes it: in the status and in verify
+    assert any(e.startswith(f"{refused_id} (line 4): ") for e in snap["last_errors"]), snap["last_errors"]
+    assert any(p.startswith(f"{refused_id} (line 4): not extracted")
+               for p in verify_shard(job_dirs["out"])["problems"])
     check_outputs_except(job_dirs["out"], samples, refused_id)
     # the server fixed (a longer context): the next start sends that sample alone
     code, snap, sent = run(with_server(job_dirs, lambda s: body(s, {})))
@@ -189,8 +193,7 @@ def test_the_end_of_a_run_waits_for_the_drain_under_way(job_dirs, monkeypatch):
         job.open_output()
 
         async def send_all(_todo):   # the sending ends while the dump is being drained
-            while not started.is_set():
-                await asyncio.sleep(0.01)
+            await until(started.is_set, "the drain started", step=0.01)
         job._send_all = send_all  # pylint: disable=protected-access
         await job._send_and_drain([])  # pylint: disable=protected-access
         assert not job.draining

@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from job_helpers import (StandinServer, config_for, expected_tensors, make_samples, torch,
-                         write_dataset, write_dump)
+                         until, write_dataset, write_dump)
 from ansible_collections.eagle3.extraction.plugins.module_utils.dumps import aside_dir, aside_glob
 from eagle3_extraction_job import job as jobmod
 from eagle3_extraction_job import space
@@ -143,8 +143,7 @@ def test_a_kill_mid_job_resumes_without_loss_or_double(job_dirs):
         server.delay = 0.01
         cfg = config_for(job_dirs, ds, server.url, concurrency=8)
         task = asyncio.create_task(jobmod.Job(cfg, torch).run_async())
-        while len(server.received) < 15:
-            await asyncio.sleep(0.005)
+        await until(lambda: len(server.received) >= 15, "15 requests sent", step=0.005)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         # the server keeps dumping what it had accepted: those dumps are data
@@ -281,6 +280,36 @@ def test_another_datasets_output_dir_is_refused(job_dirs):
         return await job.run_async(), job.snapshot()
     code, snap = run(with_server(job_dirs, body))
     assert code == jobmod.EXIT_REFUSED and "dataset_sha256" in snap["last_errors"][0]
+
+
+def test_a_dataset_edited_in_place_is_refused_at_restart_and_the_output_is_left_as_it_was(job_dirs):
+    # same path, same size and mtime, one token id changed: only its content says it is another
+    samples = make_samples(4)
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", samples)
+    before = os.stat(ds)
+    text = open(ds, encoding="utf-8").read()
+    edited = text.replace(f"[{samples[2][1][0]}, ", f"[{samples[2][1][0] + 1}, ", 1)   # 62 -> 63
+    assert edited != text and len(edited) == len(text)
+    manifest = os.path.join(job_dirs["out"], "manifest.sqlite")
+
+    def done_rows():
+        with sqlite3.connect(manifest) as db:
+            return db.execute("SELECT sample_id, path, state, sha256 FROM samples ORDER BY idx").fetchall()
+
+    async def body(server):
+        assert await jobmod.Job(config_for(job_dirs, ds, server.url), torch).run_async() == 0
+        rows = done_rows()
+        with open(ds, "w", encoding="utf-8") as f:
+            f.write(edited)
+        os.utime(ds, ns=(before.st_atime_ns, before.st_mtime_ns))
+        job = jobmod.Job(config_for(job_dirs, ds, server.url), torch)
+        return rows, await job.run_async(), job.snapshot(), len(server.received)
+    rows, code, snap, sent = run(with_server(job_dirs, body))
+    assert code == jobmod.EXIT_REFUSED and snap["state"] == "refused"
+    assert "dataset_sha256" in snap["last_errors"][0]
+    assert sent == len(samples)              # the first run's requests only
+    assert done_rows() == rows
+    check_outputs(job_dirs["out"], samples)
 
 
 def test_a_wrong_api_key_stops_the_job_without_showing_the_key(job_dirs):

@@ -21,8 +21,10 @@ import pytest
 from job_helpers import ROOT, StandinServer, make_samples, write_dataset
 
 PLAYBOOK_BIN = os.path.join(ROOT, ".venv", "bin", "ansible-playbook")
-pytestmark = pytest.mark.skipif(not os.path.exists(PLAYBOOK_BIN),
-                                reason="the controller venv (.venv) is not built")
+pytestmark = [pytest.mark.skipif(not os.path.exists(PLAYBOOK_BIN),
+                                 reason="the controller venv (.venv) is not built"),
+              # the deadline of each test (tests/conftest.py): a venv and a playbook run, 300 s each at most
+              pytest.mark.timeout(900)]
 KEY = "k3y-that-must-not-leak"
 SOURCE = os.path.join(ROOT, "roles", "extraction_job", "files")
 WHEEL = "eagle3_extraction_job-{}-py3-none-any.whl"

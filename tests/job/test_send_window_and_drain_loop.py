@@ -4,12 +4,13 @@
 before each request, not a fixed window of samples tied to the drain; status.json written off
 the event loop; a drain thread that is done takes the next dump at once."""
 import asyncio
+import json
 import os
 import sqlite3
 import threading
 import time
 
-from job_helpers import StandinServer, config_for, make_samples, slow_drains, torch, write_dataset
+from job_helpers import StandinServer, config_for, make_samples, slow_drains, torch, until, write_dataset
 from test_job_run import check_outputs
 from eagle3_extraction_job import drain, space, status
 from eagle3_extraction_job import job as jobmod
@@ -96,8 +97,7 @@ def test_the_watermark_is_read_in_the_slot_just_before_each_request(job_dirs):
         cfg = config_for(job_dirs, ds, server.url, concurrency=1, shm_high=0.7, shm_low=0.5)
         job = jobmod.Job(cfg, torch, usage_fn=usage)
         task = asyncio.create_task(job.run_async())
-        while job.state != "paused":
-            await asyncio.sleep(0.05)
+        await until(lambda: job.state == "paused", "the job paused on the full /dev/shm", step=0.05)
         await asyncio.sleep(0.5)
         received = len(server.received)
         full["filling"] = full["on"] = False      # the drain caught up: the rest may go
@@ -149,6 +149,47 @@ def test_status_json_is_written_off_the_event_loop_and_the_last_write_wins(job_d
     assert lag < 0.15, lag
     with open(job.cfg.effective_status_file, encoding="utf-8") as f:
         assert '"state": "complete"' in f.read()
+
+
+class LockThatSaysWhoWaits:
+    """A lock that sets ``waiting`` when a thread comes to it while another holds it."""
+
+    def __init__(self):
+        self.lock, self.waiting = threading.Lock(), threading.Event()
+
+    def __enter__(self):
+        if self.lock.locked():
+            self.waiting.set()
+        self.lock.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        self.lock.release()
+
+
+def test_a_status_snapshot_older_than_the_one_written_never_replaces_it(job_dirs, monkeypatch):
+    # the status loop's thread took its snapshot ("running") before the end of the run took
+    # its own ("complete"), and comes to write it while "complete" is being written. Whether
+    # it is older than what was written must be asked under the lock: asked before, it is
+    # "not older than nothing yet", and "running" lands after "complete" for good.
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", make_samples(1))
+    job = jobmod.Job(config_for(job_dirs, ds, "http://127.0.0.1:1"), torch)
+    job._status_lock = lock = LockThatSaysWhoWaits()   # pylint: disable=protected-access
+    older = threading.Thread(target=job._write_status_file,  # pylint: disable=protected-access
+                             args=({"state": "running", "updated_at": 1.0},))
+    real_write = status.write_json_atomic
+
+    def write(path, value, mode=status.CARD_MODE):
+        if value["state"] == "complete":
+            older.start()                     # while "complete" is being written...
+            assert lock.waiting.wait(10)      # ...the older snapshot is at the lock
+        real_write(path, value, mode)
+    monkeypatch.setattr(status, "write_json_atomic", write)
+    job._write_status_file({"state": "complete", "updated_at": 2.0})  # pylint: disable=protected-access
+    older.join(10)
+    assert not older.is_alive()
+    with open(job.cfg.effective_status_file, encoding="utf-8") as f:
+        assert json.load(f)["state"] == "complete"
 
 
 def test_a_drain_thread_that_is_done_takes_the_next_dump_at_once(job_dirs, monkeypatch):

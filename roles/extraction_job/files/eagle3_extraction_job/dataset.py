@@ -33,8 +33,9 @@ class Sample:
         return len(self.input_ids)
 
 
-# an id longer than this is cut in messages (the line is still named by its number)
-ID_SHOWN = 80
+# an id is named whole up to the longest a sample id may be; a longer one (a bad line for that
+# alone, and maybe huge) is cut there, saying so and how long it is: the message names its line
+ID_SHOWN = names.SAMPLE_ID_MAX
 
 
 @dataclasses.dataclass
@@ -45,9 +46,12 @@ class BadLine:
 
     def __str__(self):
         ident = self.sample_id
-        if isinstance(ident, str) and len(ident) > ID_SHOWN:
-            ident = ident[:ID_SHOWN] + "..."
-        ident = "no id" if ident is None else f"id {ident!r}"
+        if ident is None:
+            ident = "no id"
+        elif isinstance(ident, str) and len(ident) > ID_SHOWN:
+            ident = f"id {ident[:ID_SHOWN]!r}..., cut: {len(ident):,} characters"
+        else:
+            ident = f"id {ident!r}"
         return f"line {self.line} ({ident}): {self.reason}"
 
 

@@ -104,10 +104,23 @@ class Job:  # pylint: disable=too-many-instance-attributes
 
     # -- reporting --------------------------------------------------------------
 
+    def named(self, sample_id):
+        """A sample as messages name it: its id and its line in the dataset, where it is fixed."""
+        sample = self.samples.get(sample_id) if sample_id else None
+        if sample is None:
+            return sample_id or "job"
+        return f"{sample_id} (line {sample.line})"
+
     def error(self, sample_id, message):
         self.error_count += 1
-        self.errors = (self.errors + [(time.time(), sample_id, message)])[-20:]
-        log.error("%s: %s", sample_id or "job", message)
+        self.errors = (self.errors + [(time.time(), self.named(sample_id), message)])[-20:]
+        log.error("%s: %s", self.named(sample_id), message)
+
+    def record_failure(self, sample_id, reason, said=None):
+        """A sample's last try failed: said (status, log; ``said``, else the reason) and its
+        reason recorded in the manifest, with the sample's line in the dataset."""
+        self.error(sample_id, said or reason)
+        self.manifest.record_failure(sample_id, reason, line=self.samples[sample_id].line)
 
     def snapshot(self):
         gate = self.gate
@@ -137,7 +150,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
             "errors": self.error_count,
             "bad_lines": len(self.bad_lines),
             "foreign_dumps": self.foreign_dumps,
-            "last_errors": [f"{sid or 'job'}: {msg}" for _at, sid, msg in self.errors[-5:]],
+            "last_errors": [f"{who}: {msg}" for _at, who, msg in self.errors[-5:]],
             "started_at": self.started_at,
             "updated_at": time.time(),
         }
@@ -333,8 +346,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
                                                        sample)
         except drain.DumpRejected as exc:
             reason = f"dump {path} rejected: {exc}"
-            self.error(sample_id, reason)
-            self.manifest.record_failure(sample_id, reason)
+            self.record_failure(sample_id, reason)
             try:
                 kept = await loop.run_in_executor(self.pool, self.drainer.reject, path, reason)
                 log.error("%s: kept for inspection at %s", sample_id, kept)
@@ -477,8 +489,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
                 # sample is recorded as failed with the server's reason; the others go on
                 reason = f"refused by the server: {refused}"
                 self.refused.add(sid)
-                self.error(sid, reason)
-                self.manifest.record_failure(sid, reason)
+                self.record_failure(sid, reason)
                 return False
             if fut is not None:
                 try:
@@ -498,8 +509,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
             await asyncio.sleep(sender.backoff(attempt, cfg.backoff_initial, cfg.backoff_max))
             if not await client.healthy():
                 await self._wait_healthy(client)
-        self.error(sid, f"gave up after {cfg.max_attempts} tries: {problem}")
-        self.manifest.record_failure(sid, problem)
+        self.record_failure(sid, problem, said=f"gave up after {cfg.max_attempts} tries: {problem}")
         return False
 
     def send_window(self, todo):

@@ -40,9 +40,13 @@ CREATE TABLE IF NOT EXISTS samples (
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS failures (
-    sample_id TEXT PRIMARY KEY, attempts INTEGER NOT NULL, reason TEXT NOT NULL, at REAL NOT NULL
+    sample_id TEXT PRIMARY KEY, attempts INTEGER NOT NULL, reason TEXT NOT NULL, at REAL NOT NULL,
+    line INTEGER
 );
 """
+# failures.line (the sample's line in the dataset, where the user fixes it) came after the
+# table: a manifest made before gets the column, NULL for the failures it already had
+FAILURES_LINE = "ALTER TABLE failures ADD COLUMN line INTEGER"
 
 
 # the file in an output dir that the job holds locked (flock) for as long as it runs; the
@@ -126,6 +130,8 @@ class Manifest:  # pylint: disable=too-many-instance-attributes
         # every commit reaches the disk before the dump it records is deleted
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)
+        if "line" not in {row[1] for row in self._db.execute("PRAGMA table_info(failures)")}:
+            self._db.execute(FAILURES_LINE)
         row = self._db.execute("SELECT COALESCE(MAX(idx), -1) FROM samples").fetchone()
         self._next_idx = row[0] + 1
         self._read_lock = threading.Lock()
@@ -306,16 +312,17 @@ class Manifest:  # pylint: disable=too-many-instance-attributes
             db.execute("DELETE FROM failures WHERE sample_id = ?", (sample_id,))
         self.commit_grouped(update, (sync_dir,) if sync_dir else ())
 
-    def record_failure(self, sample_id, reason):
+    def record_failure(self, sample_id, reason, line=None):
+        """``line``: the sample's line in the dataset (verify names the sample by it too)."""
         with self._lock:
             self._db.execute(
-                "INSERT INTO failures (sample_id, attempts, reason, at) VALUES (?, 1, ?, ?) "
+                "INSERT INTO failures (sample_id, attempts, reason, at, line) VALUES (?, 1, ?, ?, ?) "
                 "ON CONFLICT(sample_id) DO UPDATE SET attempts = attempts + 1, "
-                "reason = excluded.reason, at = excluded.at",
-                (sample_id, reason, time.time()))
+                "reason = excluded.reason, at = excluded.at, line = excluded.line",
+                (sample_id, reason, time.time(), line))
 
     def failures(self):
-        return self._read("SELECT sample_id, attempts, reason FROM failures ORDER BY at")
+        return self._read("SELECT sample_id, attempts, reason, line FROM failures ORDER BY at")
 
     def failed_count(self):
         """Samples not done whose last try failed (``finish`` removes a sample's failure)."""

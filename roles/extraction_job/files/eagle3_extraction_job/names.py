@@ -11,7 +11,8 @@ dump's name separates the job from the id: no decoding, no ambiguity.
 import re
 
 JOB_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.]{0,63}")
-SAMPLE_ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+SAMPLE_ID_MAX = 128
+SAMPLE_ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,%d}" % (SAMPLE_ID_MAX - 1))
 DUMP_SUFFIX = ".pt"
 
 

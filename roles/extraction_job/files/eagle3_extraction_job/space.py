@@ -112,8 +112,17 @@ def estimate(samples, tokens, hidden_size, captured_layers):
     return tokens * bytes_per_token(hidden_size, captured_layers) + samples * FILE_OVERHEAD
 
 
-def gib(n):
-    return f"{n / 2**30:,.1f} GiB"
+# the units a size is said in, largest first: the largest the size holds at least one of
+UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+
+def size_text(n):
+    """A size in the largest unit it holds one of ("40.0 MiB", "2.5 GiB"; "900 bytes"): in GiB
+    alone, what is left of a small disk read "0.0 GiB"."""
+    for unit, scale in UNITS:
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n:,} bytes"
 
 
 def check_fits(output_dir, samples, tokens, hidden_size, captured_layers, margin, floor,
@@ -126,9 +135,9 @@ def check_fits(output_dir, samples, tokens, hidden_size, captured_layers, margin
         raise NotEnoughSpace(
             f"the shard still has {samples:,} samples, {tokens:,} tokens x "
             f"{bytes_per_token(hidden_size, captured_layers):,} bytes a token (hidden size "
-            f"{hidden_size}, {captured_layers} captured layers) = {gib(need)}; with a "
-            f"{margin:.0%} margin and the {gib(floor)} floor that is {gib(want)}, but "
-            f"{output_dir} has {gib(free)} free")
+            f"{hidden_size}, {captured_layers} captured layers) = {size_text(need)}; with a "
+            f"{margin:.0%} margin and the {size_text(floor)} floor that is {size_text(want)}, but "
+            f"{output_dir} has {size_text(free)} free")
     return need, free
 
 
@@ -161,6 +170,6 @@ class Gate:
                 self.closed_reason = (f"{self.dump_dir}: {self.shm.used_fraction:.0%} used, "
                                       f"above the {self.shm_high:.0%} high watermark")
             elif self.out.free < self.out_floor:
-                self.closed_reason = (f"{self.output_dir}: {gib(self.out.free)} free, under "
-                                      f"the {gib(self.out_floor)} floor")
+                self.closed_reason = (f"{self.output_dir}: {size_text(self.out.free)} free, under "
+                                      f"the {size_text(self.out_floor)} floor")
         return not self.closed_reason

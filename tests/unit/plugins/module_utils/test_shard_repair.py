@@ -46,3 +46,46 @@ def test_repair_leaves_a_shard_whose_job_runs_alone(tmp_path):
 
 def test_the_job_and_the_repair_lock_the_same_file():
     assert JOB_LOCK == job_manifest().LOCK_NAME
+
+
+def record_file_system_calls(monkeypatch):
+    """Record os.link, os.replace, os.unlink and os.fsync (by the path its fd is open on), in order."""
+    calls = []
+
+    def recorded(name, real, describe):
+        def call(*args, **kwargs):
+            calls.append((name,) + describe(*args))
+            return real(*args, **kwargs)
+        monkeypatch.setattr(os, name, call)
+    recorded('link', os.link, lambda src, dst, **_kw: (str(src), str(dst)))
+    recorded('replace', os.replace, lambda src, dst, **_kw: (str(src), str(dst)))
+    recorded('unlink', os.unlink, lambda path, **_kw: (str(path),))
+    recorded('fsync', os.fsync, lambda fd: (os.readlink('/proc/self/fd/%d' % fd),))
+    return calls
+
+
+def test_the_damaged_files_new_name_is_durable_before_its_old_name_is_removed(tmp_path, monkeypatch):
+    # a crash (power lost) after the old name's removal reached the disk but before the new
+    # name did would lose the file: link, fsync of damaged/, then unlink, then fsync of the
+    # old dir. The end state alone is the same whatever the order.
+    shard, relpath = shard_with_a_damaged_file(tmp_path)
+    src = os.path.join(shard, relpath)
+    aside = os.path.join(shard, 'damaged')
+    calls = record_file_system_calls(monkeypatch)
+    report = repair_shard(shard, checksums=True, check_mode=False)
+    monkeypatch.undo()
+    (target,) = report['moved']
+    assert os.path.dirname(target) == aside
+
+    def first(call):
+        assert call in calls, calls
+        return calls.index(call)
+    linked = first(('link', src, target))
+    reason = next(n for n, c in enumerate(calls) if c[0] == 'replace' and c[2] == target + '.reason')
+    aside_durable = first(('fsync', aside))
+    unlinked = first(('unlink', src))
+    old_dir_durable = max(n for n, c in enumerate(calls) if c == ('fsync', os.path.dirname(src)))
+    assert linked < aside_durable and reason < aside_durable
+    assert aside_durable < unlinked < old_dir_durable
+    with open(target, 'rb') as f:
+        assert f.read() == b'a flipped byte'

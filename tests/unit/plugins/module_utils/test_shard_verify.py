@@ -75,3 +75,36 @@ def test_a_done_row_with_a_null_token_count_is_named_with_the_manifest_not_a_tra
         "%s: the row of sample 's2' holds bytes=NULL, which no sound manifest does (a damaged manifest): that "
         "sample is not counted as extracted" % manifest]
     assert report['samples'] == 0 and report['tokens'] == 0
+
+
+def test_a_damaged_or_missing_file_names_the_repair_that_redoes_it(tmp_path):
+    shard = tmp_path / 'testjob' / 'shard-0-of-1'
+    m = job_manifest().open_manifest(str(shard))
+    m.pin(job='testjob', shard_index=0, shard_count=1, dataset_sha256='d' * 64)
+    (shard / 'rows_0-2000').mkdir()
+    for sample_id, written in (('flipped', b'a flipped byte'), ('short', b'cut'), ('gone', None)):
+        _idx, relpath = m.reserve(sample_id, lambda idx: 'rows_0-2000/data_%d.ckpt' % idx)
+        if written is not None:
+            (shard / relpath).write_bytes(written)
+        m.finish(sample_id, 3, len(b'a flipped byte'), 'e' * 64)
+    m.close()
+    problems = verify_shard(str(shard))['problems']
+    for sample_id in ('flipped', 'short', 'gone'):
+        (line,) = [p for p in problems if p.startswith(sample_id + ': ')]
+        assert 'playbooks/repair.yml' in line, line
+
+
+def test_a_failed_sample_is_named_by_its_dataset_line_and_one_of_an_older_manifest_by_its_id(tmp_path):
+    shard = shard_with_failures(tmp_path, 0)
+    m = job_manifest().open_manifest(shard)
+    m.record_failure('s7', 'refused by the server: HTTP 400', line=12)
+    m.close()
+    (line,) = [p for p in verify_shard(shard)['problems'] if 'not extracted' in p]
+    assert line.startswith('s7 (line 12): not extracted, its last try failed (1 tries)')
+    # a manifest made before failures had their line: the id alone, no failure to read it
+    db = sqlite3.connect(os.path.join(shard, 'manifest.sqlite'))
+    db.executescript('CREATE TABLE old AS SELECT sample_id, attempts, reason, at FROM failures; '
+                     'DROP TABLE failures; ALTER TABLE old RENAME TO failures')
+    db.close()
+    (line,) = [p for p in verify_shard(shard)['problems'] if 'not extracted' in p]
+    assert line.startswith('s7: not extracted, its last try failed (1 tries)')

@@ -45,3 +45,23 @@ def test_a_shard_that_reports_no_status_is_named_and_the_job_is_not_complete():
     assert table['lines'][-1].startswith('MISSING: shard(s) 1 of 3 report no status'), table['lines']
     whole = status_table([{'host': 'ct1', 'statuses': [status, dict(status, shard_index=1), dict(status, shard_index=2)]}])
     assert whole['totals']['shards_missing'] == [] and not whole['lines'][-1].startswith('MISSING')
+
+
+def eta_cells(table):
+    start, end = table['lines'][0].index('ETA'), table['lines'][0].index('SHM GiB')
+    return [line[start:end].strip() for line in table['lines'][1:]]
+
+
+def test_a_stopped_unfinished_shard_has_no_eta_and_neither_has_the_job():
+    # before: its last status.json's ETA, 0h00m (its last rate over the few tokens left), as if
+    # it were about to end; a shard that is not running ends at no time
+    running = {'shard_index': 0, 'shard_count': 3, 'state': 'running', 'alive': True, 'samples_done': 5,
+               'samples_total': 8, 'tokens_per_s': 100.0, 'eta_s': 7200}
+    killed = dict(running, shard_index=1, alive=False, eta_s=0)
+    ended = dict(running, shard_index=2, state='incomplete', alive=False, eta_s=0)
+    table = status_table([{'host': 'ct1', 'statuses': [running, killed, ended]}])
+    assert eta_cells(table) == ['2h00m', 'stopped', 'stopped', '-']
+    assert table['totals']['eta_s'] is None
+    done = dict(running, state='complete', alive=False, samples_done=8, eta_s=0)
+    table = status_table([{'host': 'ct1', 'statuses': [running, dict(done, shard_index=1), dict(done, shard_index=2)]}])
+    assert eta_cells(table) == ['2h00m', '0h00m', '0h00m', '2h00m']
