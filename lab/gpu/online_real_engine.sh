@@ -14,17 +14,21 @@
 #           ids at one prompt a batch: tests/online/online_fleet_check.py, bit for bit. Then the files mode's
 #           extraction of the 128 (job concurrency 16, timed) and of the eval set
 #   train   the files mode's training: SpecForge's offline trainer, one epoch (128 steps, batch 1), a
-#           checkpoint and an eval every 25 steps; it derives the vocabulary map every later run reads. Then
-#           the online mode, one run (producer + SpecForge's trainer beside the server on the one GPU), timed
-#           from the producer's start to the trainer's exit; bytes written by every process
-#   fault   a second online run with the server SIGKILLed (its process group) at step $KILL_AT and started
-#           again with its own command (what the unit's Restart= does; no systemd on the GPU machine), then
-#           SpecForge's evaluator on every checkpoint of the three trainings, one eval set; the tables
+#           checkpoint every 25 steps, each evaluated beside the training by SpecForge's own evaluator on the
+#           fixed eval set and then deleted (about 12 GB each for this draft: the disk holds 64 GiB)
+#   online  the online mode, one run: producer and SpecForge's trainer beside the server on the one GPU, timed
+#           from the producer's start to the trainer's exit, the bytes every process wrote, the GPU memory at
+#           its peak; its checkpoints evaluated after it (no room for the evaluator beside server and trainer)
+#   fault   a second online run with the server SIGKILLed (its process group) at trainer step $KILL_AT and
+#           started again with its own command (what the unit's Restart= does; no systemd on the GPU
+#           machine); its checkpoints evaluated; the eval losses of the three trainings side by side
 #
+# Every run reads one vocabulary map, SpecForge's own of the 128 training conversations.
 # Needs the SGLang kit in /tmp/kit (parts, as lab/gpu/specforge_side_by_side.sh), .kit/sf (SpecForge's
 # wheels), .kit/mc (Mooncake's CUDA-less wheel for Python 3.12 and msgpack: lab/gpu/online_kit.sh) and
 # ansible-core's wheels in .whl. From the repository root, one call each (at most 10 minutes a call):
-#     bash lab/gpu/online_real_engine.sh extract|train|fault      (or all)
+#     bash lab/gpu/online_real_engine.sh extract|train|online|fault      (or all)
+# (extract: SKIP_SAME=1 leaves out the same-tensors check; EVAL_SET_ONLY=1 extracts the eval set alone)
 # Prints PASS/FAIL lines and JSON result lines ($OUT/online-results.jsonl); exit 0 only if all passed.
 set -uo pipefail
 SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
@@ -32,7 +36,7 @@ cd "$(dirname "$0")/../.." || exit 1
 MODE=${1:-extract}
 if [ "$MODE" = all ]; then
   rc=0
-  for mode in extract train fault; do bash "$SELF" "$mode" || rc=1; done
+  for mode in extract train online fault; do bash "$SELF" "$mode" || rc=1; done
   exit "$rc"
 fi
 WORK=${ONLINE_WORK:-/tmp/online_real}
@@ -124,6 +128,50 @@ evaluated() {  # label: the training is over; the evaluator finishes its last ch
     || { fail "eval of $1"; grep -v -i warn "$WORK/eval-$1.log" | tail -20; }
   grep '^{"eval"' "$WORK/eval-$1.log"
 }
+prune_optimizer_state() {  # output_dir run_id: each complete checkpoint's optimizer state (SpecForge's rank
+  # file, about 8 GB for this draft) deleted as it comes: the evaluator reads the draft's weights only, and six
+  # whole checkpoints of about 12 GB each filled the GPU machine's 64 GiB disk
+  while :; do
+    for d in "$1/$2"-step*/; do [ -f "$d/training_state.pt" ] && rm -f "$d"/training_state_rank*.pt; done
+    sleep 1
+  done
+}
+online_trained() {  # name [kill_at]: one online run (the server SIGKILLed at trainer step kill_at and started
+  # again with its own command, if given), then SpecForge's evaluator on its checkpoints, then the eval losses
+  # against the files mode's. The evaluator runs after, not beside: server (41.6 GiB) and trainer (33.2 GiB)
+  # leave the one GPU too little for it (its 3 GiB more ran the trainer out of memory at step 54)
+  local name=$1 kill_at=${2:-} prune run step=0
+  rm -rf "${WORK:?}/$name"
+  run_config "$WORK/eval.yaml" "$WORK/files-eval" eval "$WORK/eval-out" \
+    "eval_hidden_states_path: $WORK/files-eval" "eval_interval: 25"
+  server_up || { fail "the server did not start"; return 1; }
+  memory_watch "$WORK/memory-$name.csv"
+  prune_optimizer_state "$WORK/$name/output" "$name" &
+  prune=$!
+  online_run "$name" specforge --dataset "$M/train.jsonl" --timeout 420 &
+  run=$!
+  if [ -n "$kill_at" ]; then
+    while [ "$step" -lt "$kill_at" ] && kill -0 "$run" 2>/dev/null; do
+      sleep 0.5
+      step=$(grep -o '^step [0-9]*:' "$WORK/$name/consumer.log" 2>/dev/null | tail -1 | tr -dc 0-9)
+      step=${step:-0}
+    done
+    echo "[fault] SIGKILL to the server's process group at trainer step $step ($(date -u +%T))"
+    kill -KILL -- "-$SERVER_PGID" 2>/dev/null; SERVER_PGID=
+    server_restart && pass "the server came back with its own command" || fail "the server did not come back"
+  fi
+  wait "$run" && pass "online $name: SpecForge trained one epoch while the server extracted" \
+    || { fail "online: $name"; grep -v -i warn "$WORK/$name/consumer.log" | tail -30; }
+  echo "[memory] GPU memory at its peak, server and trainer: $(memory_peak "$WORK/memory-$name.csv")"
+  kill "$prune"
+  stop_server
+  "${ENGINE[@]}" eval --config "$WORK/eval.yaml" --record "$RECORD" --runs "$name:$WORK/$name/output:$name" \
+    --delete >"$WORK/eval-$name.log" 2>&1 && pass "SpecForge's evaluator on every checkpoint of $name" \
+    || { fail "eval of $name"; grep -v -i warn "$WORK/eval-$name.log" | tail -20; }
+  grep '^{"eval"' "$WORK/eval-$name.log"
+  "${ENGINE[@]}" report --record "$RECORD" --pairs "files,$name,0.01" online-1,online-2 \
+    && pass "$name's eval losses within 0.01 of the files mode's at every eval" || fail "eval losses apart"
+}
 online_run() {  # name consumer [more args]: one online run against the running server
   local name=$1 consumer=$2
   shift 2
@@ -144,8 +192,9 @@ if [ "$MODE" = extract ]; then
   # SpecForge's vocabulary map of the training conversations: every run reads this one
   "${ENGINE[@]}" vocab --model "$M/model" --dataset "$M/train.jsonl" --draft "$M/draft.json" --out "$WORK/vocab_mapping.pt"
   # 1. the same tensors, one prompt a batch on both sides
-  [ -n "${SKIP_SAME:-}" ] || online_run same reader --dataset "$M/same.jsonl" --lease 1 --high 1 --low 1 --timeout 300 \
-    && pass "online: 8 prompts read back from Mooncake by the reader" || { fail "online: same"; tail -30 "$WORK/same/"*.log; }
+  [ -n "${SKIP_SAME:-}" ] || { online_run same reader --dataset "$M/same.jsonl" --lease 1 --high 1 --low 1 \
+    --timeout 300 && pass "online: 8 prompts read back from Mooncake by the reader" \
+    || { fail "online: same"; tail -30 "$WORK/same/"*.log; }; }
   [ -n "${SKIP_SAME:-}" ] || { "${ENGINE[@]}" dataset --records "$WORK/same/output/same-reader/records.jsonl" --out "$WORK/same-ids.jsonl"
   files_job same "$WORK/same-ids.jsonl" "$WORK/files-same" 1
   env PYTHONPATH="$ENGINE_PYTHONPATH" "$SGL_PY" tests/online/online_fleet_check.py \
@@ -169,66 +218,13 @@ elif [ "$MODE" = train ]; then
     || { fail "files mode: training"; grep -v -i warn "$WORK/train-files.log" | tail -25; }
   echo "{\"files_train\": {\"seconds\": $(secs "$t0" "$(now)"), \"steps\": $(grep -c '^step [0-9]*:' "$WORK/train-files.log")}}" | tee -a "$RECORD"
   evaluated files
-  # 4. the online mode: one run, the trainer beside the server on the one GPU
-  server_up || { fail "the server did not start"; exit 1; }
-  memory_watch "$WORK/memory-online-1.csv"
-  evaluate_beside online-1 "$WORK/online-1/output" online-1
-  online_run online-1 specforge --dataset "$M/train.jsonl" --timeout 500 \
-    && pass "online: SpecForge trained one epoch while the server extracted" \
-    || { fail "online: online-1"; grep -v -i warn "$WORK/online-1/consumer.log" | tail -30; }
-  echo "[memory] GPU memory at its peak, server, trainer and evaluator: $(memory_peak "$WORK/memory-online-1.csv")"
-  evaluated online-1
 elif [ "$MODE" = online ]; then
-  # 4'. the online run alone, its checkpoints evaluated after it: the evaluator beside the server and the trainer
-  # does not fit the one GPU (server 41.6 GiB, trainer 33.2 GiB, the evaluator's 3 GiB more ran out of memory);
-  # each checkpoint's optimizer state (SpecForge's rank file, about 8 GB) is deleted once the checkpoint is
-  # complete, as the evaluator reads the draft's weights only and the disk holds 64 GiB
-  rm -rf "$WORK/online-1"
-  run_config "$WORK/eval.yaml" "$WORK/files-eval" eval "$WORK/eval-out" \
-    "eval_hidden_states_path: $WORK/files-eval" "eval_interval: 25"
-  server_up || { fail "the server did not start"; exit 1; }
-  memory_watch "$WORK/memory-online-1.csv"
-  ( while :; do
-      for d in "$WORK"/online-1/output/online-1-step*/; do
-        [ -f "$d/training_state.pt" ] && rm -f "$d"/training_state_rank*.pt
-      done
-      sleep 1
-    done ) &
-  PRUNE_PID=$!
-  online_run online-1 specforge --dataset "$M/train.jsonl" --timeout 400 \
-    && pass "online: SpecForge trained one epoch while the server extracted" \
-    || { fail "online: online-1"; grep -v -i warn "$WORK/online-1/consumer.log" | tail -30; }
-  echo "[memory] GPU memory at its peak, server and trainer: $(memory_peak "$WORK/memory-online-1.csv")"
-  kill "$PRUNE_PID"
-  stop_server
-  "${ENGINE[@]}" eval --config "$WORK/eval.yaml" --record "$RECORD" --runs "online-1:$WORK/online-1/output:online-1" \
-    --delete >"$WORK/eval-online-1.log" 2>&1 && pass "SpecForge's evaluator on every checkpoint of online-1" \
-    || { fail "eval of online-1"; grep -v -i warn "$WORK/eval-online-1.log" | tail -20; }
-  grep '^{"eval"' "$WORK/eval-online-1.log"
-  "${ENGINE[@]}" report --record "$RECORD" --pairs files,online-1,0.01 \
-    && pass "the online run's eval losses within 0.01 of the files mode's at every eval" || fail "eval losses apart"
+  # 4. the online mode: one run, the trainer beside the server on the one GPU
+  online_trained online-1
 elif [ "$MODE" = fault ]; then
   # 5. the server killed mid-run and brought back with its own command
-  server_up || { fail "the server did not start"; exit 1; }
-  evaluate_beside online-2 "$WORK/online-2/output" online-2
-  online_run online-2 specforge --dataset "$M/train.jsonl" --timeout 540 &
-  RUN_PID=$!
-  for _ in $(seq 600); do
-    step=$(grep -o '^step [0-9]*:' "$WORK/online-2/consumer.log" 2>/dev/null | tail -1 | tr -dc 0-9)
-    [ "${step:-0}" -ge "$KILL_AT" ] && break
-    kill -0 "$RUN_PID" 2>/dev/null || break
-    sleep 0.5
-  done
-  echo "[fault] SIGKILL to the server's process group at trainer step ${step:-?} ($(date -u +%T))"
-  kill -KILL -- "-$SERVER_PGID" 2>/dev/null; SERVER_PGID=
-  server_restart && pass "the server came back with its own command" || fail "the server did not come back"
-  wait "$RUN_PID" && pass "online: training went on and ended after the server was killed" \
-    || { fail "online: online-2"; tail -40 "$WORK/online-2/consumer.log" "$WORK/online-2/producer.log"; }
+  online_trained online-2 "$KILL_AT"
   grep -i -E "retry|re-?lease|requeue|failed" "$WORK/online-2/producer.log" | tail -12 | sed 's/^/[producer] /'
-  stop_server
-  evaluated online-2
-  "${ENGINE[@]}" report --record "$RECORD" --pairs files,online-1,0.01 files,online-2,0.01 online-1,online-2 \
-    && pass "the online runs' eval losses within 0.01 of the files mode's at every eval" || fail "eval losses apart"
 fi
 if [ -n "${OUT:-}" ]; then
   cp "$RECORD" "$OUT/" 2>/dev/null
