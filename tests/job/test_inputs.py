@@ -73,7 +73,6 @@ def test_bad_lines_are_reported_with_line_and_id_and_good_lines_go_on(tmp_path):
     assert str(scan.bad_lines[1]).startswith("line 3 (id 'bad-mask'):")
 
 
-<<<<<<< HEAD
 def test_a_line_nested_too_deep_is_a_bad_line_not_a_crash(tmp_path):
     # before: RecursionError out of the scan, at every start of the job: the shard was never done
     good = make_samples(2)
@@ -87,7 +86,8 @@ def test_a_line_nested_too_deep_is_a_bad_line_not_a_crash(tmp_path):
         (2, None, "nested too deep to read as JSON"), (3, "deep", "nested too deep to read as JSON"),
         (4, None, "nested too deep to read as JSON")]
     assert [s.sample_id for s in scan.samples] == [good[0][0], good[1][0]]
-=======
+
+
 def test_a_bad_lines_id_is_named_whole_or_says_it_was_cut_and_how_long_it_is(tmp_path):
     # an id of up to 128 characters (the longest a sample id may be) is named whole, not cut at
     # 80 where two ids that differ past there read the same; a longer one says it was cut
@@ -99,7 +99,6 @@ def test_a_bad_lines_id_is_named_whole_or_says_it_was_cut_and_how_long_it_is(tmp
     shown = [str(bad) for bad in dataset.scan(str(path)).bad_lines]
     assert shown[0].startswith(f"line 1 (id {long_ok!r}): input_ids has 2 tokens")
     assert shown[1].startswith(f"line 2 (id {'y' * 128!r}..., cut: 300 characters): id must match")
->>>>>>> issue36-tests
 
 
 def test_shards_partition_the_dataset_and_are_stable(tmp_path):
@@ -187,7 +186,6 @@ def test_space_refusal_gives_the_numbers(tmp_path):
     assert need == 10 * space.bytes_per_token(16, 3) + space.FILE_OVERHEAD
 
 
-<<<<<<< HEAD
 MOUNTINFO = """\
 27 1 254:0 / / rw,relatime - ext4 /dev/vda rw
 25 24 0:23 / /dev/shm rw,relatime - tmpfs tmpfs rw
@@ -212,7 +210,8 @@ def test_an_output_dir_in_memory_is_refused(tmp_path):
         space.check_durable("/x/out", fs_type=lambda _p: "tmpfs")
     space.check_durable("/x/out", fs_type=lambda _p: "ext4")
     space.check_durable("/x/out", fs_type=lambda _p: None)
-=======
+
+
 @pytest.mark.parametrize("size, text", [
     (0, "0 bytes"), (900, "900 bytes"), (4096, "4.0 KiB"), (150 * 2**20, "150.0 MiB"),
     (int(2.5 * 2**30), "2.5 GiB"), (3 * 2**40, "3.0 TiB"), (12_345 * 2**40, "12,345.0 TiB")])
@@ -232,7 +231,6 @@ def test_space_messages_say_small_sizes_in_a_unit_that_shows_them(tmp_path):
     assert text.endswith("has 40.0 MiB free")
     gate = space.Gate("shm", "out", 0.7, 0.5, 64 * 2**20, 96 * 2**20, usage_fn=usage)
     assert not gate.update() and gate.closed_reason == "out: 40.0 MiB free, under the 64.0 MiB floor"
->>>>>>> issue36-tests
 
 
 def test_gate_has_hysteresis():
