@@ -341,8 +341,8 @@ def run_report(args):
     for step in steps:
         print(f"| {step} | " + " | ".join(f"{evals[r][step]:.4f}" if step in evals[r] else "-" for r in runs) + " |")
     rc = 0
-    for a, b, limit in (tuple(p.split(",")) + (None,) if p.count(",") == 1 else tuple(p.split(","))
-                        for p in args.pairs):
+    for pair in args.pairs:
+        a, b, limit = (pair.split(",") + [None])[:3]
         common = [s for s in steps if s in evals.get(a, {}) and s in evals.get(b, {})]
         spread = max((abs(evals[a][s] - evals[b][s]) for s in common), default=float("nan"))
         verdict = ""
