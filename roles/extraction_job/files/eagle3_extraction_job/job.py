@@ -132,7 +132,9 @@ class Job:  # pylint: disable=too-many-instance-attributes
             "job": self.cfg.job,
             "host": self.cfg.host,
             "pid": os.getpid(),
-            "state": self.state,
+            # the gate closed (a full output disk...) pauses the job even where no request is waiting at it:
+            # every sample may be sent already, its dump waiting for the disk
+            "state": "paused" if self.state == "running" and gate and gate.closed_reason else self.state,
             "paused": gate.closed_reason if gate else "",
             "shard_index": self.cfg.shard_index,
             "shard_count": self.cfg.shard_count,
@@ -178,8 +180,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
             if snap["updated_at"] < self._status_written_at:
                 return
             try:
-                status.write_json_atomic(self.cfg.effective_status_file, snap,
-                                         mode=status.STATUS_MODE)
+                status.write_status(self.cfg.effective_status_file, snap, mode=status.STATUS_MODE)
                 self._status_written_at = snap["updated_at"]
             except OSError as exc:
                 log.warning("cannot write %s: %s", self.cfg.effective_status_file, exc)
