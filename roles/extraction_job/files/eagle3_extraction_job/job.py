@@ -91,6 +91,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
         self.refused = set()      # samples the server refused (4xx) in this run
         self.samples_failed = 0   # the manifest's failures, as of the last status write
         self.error_count = 0
+        self.answered = 0         # requests of this run the server answered (2xx): the start is past
         self.foreign_dumps = 0
         self.state = "starting"
         self.started_at = time.time()
@@ -150,6 +151,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
             "output_free_bytes": gate.out.free if gate else 0,
             "samples_failed": self.samples_failed,
             "errors": self.error_count,
+            "answered": self.answered,
             "bad_lines": len(self.bad_lines),
             "foreign_dumps": self.foreign_dumps,
             "last_errors": [f"{who}: {msg}" for _at, who, msg in self.errors[-5:]],
@@ -473,6 +475,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
                 refused = None
                 try:
                     await client.generate(sample)
+                    self.answered += 1
                 except sender.AlreadySent:
                     pass   # an earlier try is still at the server: its dump answers this one
                 except sender.RetryableError as exc:
