@@ -257,6 +257,16 @@ class Job:  # pylint: disable=too-many-instance-attributes
                  cfg.dataset, self.scan.dataset_samples, cfg.shard_index, cfg.shard_count,
                  len(self.samples), self.shard_tokens, len(self.bad_lines))
 
+    def accepted_failures(self):
+        """The samples of this shard the user accepts as not extracted (``accept_failed``) that failed: not
+        sent again; the shard is complete without them. An accepted sample that has not failed is sent (verify
+        names it)."""
+        accepted = set(self.cfg.accept_failed) & self.manifest.failed_ids() & self.samples.keys()
+        if accepted:
+            log.warning("%d failed samples accepted as not extracted (extraction_job_accept_failed): %s",
+                        len(accepted), ", ".join(self.named(s) for s in sorted(accepted)))
+        return accepted
+
     def _vocab_size(self):
         """The model's vocab_size, which every token id must be below (the server would fail
         the request, and SpecForge's trainer the batch); None when the model dir has none."""
@@ -601,7 +611,9 @@ class Job:  # pylint: disable=too-many-instance-attributes
             await self.drain_pass()   # dumps from before this start (any restart) come first
             done_ids = self.manifest.done_ids()
             self.totals = self.manifest.totals()
-            todo = [s for s in self.samples.values() if s.sample_id not in done_ids]
+            accepted = self.accepted_failures()
+            todo = [s for s in self.samples.values()
+                    if s.sample_id not in done_ids and s.sample_id not in accepted]
             left_tokens = sum(s.tokens for s in todo)
             log.info("resume: %d of %d samples done, %d to send (%d tokens)",
                      len(done_ids & self.samples.keys()), len(self.samples), len(todo), left_tokens)
@@ -615,7 +627,8 @@ class Job:  # pylint: disable=too-many-instance-attributes
             await self._send_and_drain(todo)
             await self.drain_pass()
             self.totals = self.manifest.totals()
-            left = self.samples.keys() - self.manifest.done_ids()
+            # a sample accepted before it failed, failed in this run: accepted too
+            left = self.samples.keys() - self.manifest.done_ids() - self.accepted_failures()
             self.state = "incomplete" if left else "complete"
             self.write_card(complete=not left)
             log.info("%s: %d of %d samples, %d tokens, %d bytes", self.state,
@@ -627,7 +640,8 @@ class Job:  # pylint: disable=too-many-instance-attributes
                 # a restart would send them again only to be refused again: stop here
                 self.error(None, f"{len(left)} samples refused by the server (their reasons are "
                                  "above and in the manifest's failures): fix them or the server, "
-                                 "then start the job again")
+                                 "or accept them as not extracted (extraction_job_accept_failed, "
+                                 "README 'Recovery'), then run extract.yml again")
                 return EXIT_REFUSED
             return EXIT_INCOMPLETE
         except DrainFailed as exc:
