@@ -13,9 +13,9 @@ version_added: 0.1.0
 description:
   - After the role C(extraction_job) (re)started the shard units, waits until each shard's job is past its start
     - sending (its C(status.json), written by this start's process, says C(running) and that the server answered
-    one of its requests), paused (its reason: the output disk full, C(/dev/shm) above its watermark), complete,
+    one of its requests), paused (its reason, such as the output disk full or C(/dev/shm) above its watermark), complete,
     or its unit ended - for at most O(timeout) seconds. A job that says C(running) has not shown that it can
-    send: a wrong API key, or samples the server refuses again, end it seconds later.
+    send (a wrong API key, or samples the server refuses again, end it seconds later).
   - A shard whose job refused to start (not enough space, an output dir of another dataset, a bad config - exit 2,
     which systemd does not restart) or failed fails the task, naming the unit, the job's own reason (its
     C(status.json)'s last error, else the last line of its log) and the fix, so that C(extract.yml) shows it in its

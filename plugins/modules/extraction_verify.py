@@ -36,7 +36,7 @@ options:
   accept_failed:
     description:
       - Sample ids the user accepts as not extracted (C(extraction_job_accept_failed)), each named whole - no
-        pattern, no wildcard. Such a failed sample (the server refused it, its dump was rejected) is no problem:
+        pattern, no wildcard. Such a failed sample (the server refused it, its dump was rejected) is no problem -
         it is named in the shard's C(accepted) with its dataset line and reason. An id that did not fail is named
         by the filter P(eagle3.extraction.extraction_verify_union#filter), which sees every host's failures.
     type: list
@@ -75,8 +75,8 @@ EXAMPLES = r'''
 
 RETURN = r'''
 shards:
-  description: Per shard dir, C(ids), C(samples), C(tokens), C(bytes), C(meta), C(card), C(problems), C(failed_ids)
-    (every failed sample) and C(accepted) (each accepted failure, C(<id> (line <n>): <reason>)).
+  description: "Per shard dir, C(ids), C(samples), C(tokens), C(bytes), C(meta), C(card), C(problems), C(failed_ids)
+    (every failed sample) and C(accepted) (each accepted failure, C(<id> (line <n>): <reason>))."
   returned: always
   type: list
   elements: dict
