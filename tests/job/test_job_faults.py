@@ -387,7 +387,7 @@ def test_a_refused_sample_the_user_accepts_is_not_sent_again_and_the_shard_compl
         server.refuse = refuse
         job = jobmod.Job(config_for(job_dirs, ds, server.url, **over), torch)
         return await job.run_async(), job.snapshot(), list(server.received)
-    code, _snap, _sent = run(with_server(job_dirs, lambda s: body(s)))
+    code, _snap, _sent = run(with_server(job_dirs, body))
     assert code == jobmod.EXIT_REFUSED
     code, snap, sent = run(with_server(job_dirs, lambda s: body(s, accept_failed=[refused_id, other_id])))
     assert code == jobmod.EXIT_COMPLETE and snap["state"] == "complete" and sent == []

@@ -81,8 +81,9 @@ def test_each_started_shard_is_said_with_its_start_after_the_summary():
     """extract.yml said "healthy applied" while a shard's job exited 2 seconds later: each host's shards say how
     they started (extraction_job_outcome's shards), on lines that start with no host's name (rows do)."""
     full = 'output disk full: /srv/x/shard-1-of-2: 0 B free, under the 8.0 GiB floor'
-    applied = dict(healthy('applied'), job=[{'shard': 'shard-0', 'outcome': 'sending', 'error': ''},
-                                             {'shard': 'shard-1', 'outcome': 'paused', 'error': full}])
+    shards = [{'shard': 'shard-0', 'outcome': 'sending', 'error': ''},
+              {'shard': 'shard-1', 'outcome': 'paused', 'error': full}]
+    applied = dict(healthy('applied'), job=shards)
     refused = dict(failed('Wait for each shard to get past its start, naming one that refused',
                           'job@demo-shard-0.service refused: the API key\nwas refused'),
                    job=[{'shard': 'shard-0', 'outcome': 'refused', 'error': 'the API key\nwas refused'}])
