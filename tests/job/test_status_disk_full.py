@@ -87,3 +87,13 @@ def test_the_status_file_is_swapped_in_place_and_read_as_json(tmp_path):
     spare = tmp_path / ".status.json.spare"
     assert os.path.getsize(path) == os.path.getsize(spare) == status.STATUS_SLOT_BYTES
     assert json.loads(spare.read_text())["state"] == "paused"   # the status before, kept as the spare
+
+
+def test_where_the_files_cannot_be_swapped_the_status_is_renamed_over(tmp_path, monkeypatch):
+    monkeypatch.setattr(status, "exchange", lambda first, second: False)   # an old kernel, an overlay
+    path = str(tmp_path / "status.json")
+    for state in ("running", "complete"):
+        status.write_status(path, {"state": state})
+    with open(path, encoding="utf-8") as f:
+        assert json.load(f) == {"state": "complete"}
+    assert os.listdir(tmp_path) == ["status.json"]

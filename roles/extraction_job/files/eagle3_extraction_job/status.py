@@ -9,7 +9,7 @@ fixed size (``write_status``), so that it is still written while the output disk
 import collections
 import ctypes
 import ctypes.util
-import errno
+import functools
 import hashlib
 import json
 import os
@@ -49,6 +49,7 @@ RENAME_EXCHANGE = 2
 AT_FDCWD = -100
 
 
+@functools.lru_cache(maxsize=1)
 def _renameat2():
     libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
     func = getattr(libc, "renameat2", None)
@@ -58,17 +59,13 @@ def _renameat2():
 
 
 def exchange(first, second):
-    """Swap two files' names in one step (renameat2 RENAME_EXCHANGE); False where the system or
-    the filesystem cannot."""
+    """Swap two files' names in one step (renameat2 RENAME_EXCHANGE); False where it could not (an old
+    kernel or libc, a filesystem without it: EINVAL, ENOSYS, EXDEV on some overlays...), for the caller
+    to rename instead."""
     func = _renameat2()
     if func is None:
         return False
-    if func(AT_FDCWD, os.fsencode(first), AT_FDCWD, os.fsencode(second), RENAME_EXCHANGE) == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
-        return False
-    raise OSError(code, os.strerror(code), second)
+    return func(AT_FDCWD, os.fsencode(first), AT_FDCWD, os.fsencode(second), RENAME_EXCHANGE) == 0
 
 
 def slot_text(value):
