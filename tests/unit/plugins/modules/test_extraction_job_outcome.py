@@ -72,7 +72,17 @@ def test_sending_paused_and_complete_shards_pass_each_said(tmp_path, run_module,
         ('complete', ''), ('sending', ''), ('paused', full)]
 
 
-def test_running_is_not_past_the_start_until_the_server_answered(tmp_path, run_module, units):
+def reads_then(monkeypatch, first, then):
+    """The unit's properties: ``first`` read by read, then whatever ``then()`` makes (it may write a status)."""
+    reads = iter(first)
+
+    def properties(name, props):
+        value = next(reads, None) or then()
+        return dict((p, str(value.get(p, ''))) for p in props)
+    monkeypatch.setattr(extraction_job_outcome, 'unit_properties', properties)
+
+
+def test_running_is_not_past_the_start_until_the_server_answered(tmp_path, run_module, units, monkeypatch):
     """The job said running, then its first request met a refused key and it exited 2 seconds later: the
     play fails naming it (it said "applied" when it took running for past the start)."""
     key = 'job: the server refused the API key (401): check extraction_job_api_key'
@@ -82,21 +92,12 @@ def test_running_is_not_past_the_start_until_the_server_answered(tmp_path, run_m
         (tmp_path / 'out-0' / 'status.json').write_text(json.dumps(
             {'pid': 9, 'state': 'failed', 'last_errors': [key]}))
         return {'ActiveState': 'failed', 'MainPID': 0, 'ExecMainStatus': 2}
-    reads = iter([{'ActiveState': 'active', 'MainPID': 9}] * 3)
-    original = extraction_job_outcome.unit_properties
-
-    def properties(name, props):
-        value = next(reads, None) or refused_later()
-        return dict((p, str(value.get(p, ''))) for p in props)
-    extraction_job_outcome.unit_properties = properties
-    try:
-        result = run(run_module, tmp_path, [(unit, config)])
-    finally:
-        extraction_job_outcome.unit_properties = original
+    reads_then(monkeypatch, [{'ActiveState': 'active', 'MainPID': 9}] * 3, refused_later)
+    result = run(run_module, tmp_path, [(unit, config)])
     assert result['failed'] and key in result['msg'] and 'job@j-shard-0.service failed' in result['msg']
 
 
-def test_the_status_of_an_earlier_run_is_not_taken_for_this_one(tmp_path, run_module, units):
+def test_the_status_of_an_earlier_run_is_not_taken_for_this_one(tmp_path, run_module, units, monkeypatch):
     """The unit was started again: an old 'refused' status of another pid is waited past, until this
     start's job writes its own."""
     unit, config = shard(tmp_path, 0, {'pid': 5, 'state': 'refused', 'last_errors': [SPACE]})
@@ -105,20 +106,8 @@ def test_the_status_of_an_earlier_run_is_not_taken_for_this_one(tmp_path, run_mo
     def later():
         (tmp_path / 'out-0' / 'status.json').write_text(json.dumps({'pid': 9, 'state': 'running', 'answered': 2}))
         return {'ActiveState': 'active', 'MainPID': 9}
-    reads = iter([{'ActiveState': 'active', 'MainPID': 9}])
-    original = extraction_job_outcome.unit_properties
-
-    def properties(name, props):
-        try:
-            value = next(reads)
-        except StopIteration:
-            value = later()
-        return dict((p, str(value.get(p, ''))) for p in props)
-    extraction_job_outcome.unit_properties = properties
-    try:
-        result = run(run_module, tmp_path, [(unit, config)])
-    finally:
-        extraction_job_outcome.unit_properties = original
+    reads_then(monkeypatch, [{'ActiveState': 'active', 'MainPID': 9}], later)
+    result = run(run_module, tmp_path, [(unit, config)])
     assert not result.get('failed') and result['shards'][0]['outcome'] == 'sending'
 
 
