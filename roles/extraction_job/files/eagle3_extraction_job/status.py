@@ -77,7 +77,7 @@ def slot_text(value):
     return text + b" " * (STATUS_SLOT_BYTES - len(text))
 
 
-def write_status(path, value, mode=CARD_MODE):
+def write_status(path, value, mode=STATUS_MODE):
     """Replace the status file atomically, needing no new block of the disk once it has been written twice.
 
     The next status is written in place over a spare file of the status file's fixed length
