@@ -18,8 +18,8 @@ from ansible_collections.eagle3.extraction.plugins.module_utils.shard_files impo
 # what status.json may hold, and of which type (a damaged or foreign file must not break the table)
 STATUS_NUMBERS = ('pid', 'shard_index', 'shard_count', 'samples_total', 'samples_done', 'samples_failed',
                   'tokens_total', 'tokens_done', 'bytes_done', 'tokens_per_s', 'eta_s', 'shm_used_bytes',
-                  'shm_total_bytes', 'output_free_bytes', 'errors', 'bad_lines', 'foreign_dumps', 'started_at',
-                  'updated_at')
+                  'shm_total_bytes', 'output_free_bytes', 'errors', 'answered', 'bad_lines', 'foreign_dumps',
+                  'started_at', 'updated_at')
 STATUS_TEXTS = ('job', 'host', 'state', 'paused')
 # the job's last errors a status keeps
 LAST_ERRORS = 5

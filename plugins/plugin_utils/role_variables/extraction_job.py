@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_verify import ACCEPT_FAILED_WHAT, accept_failed_error
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.value_rules import (
     UNIT_NAME, Rule, durable_path, number, owned_dir, path, pattern, secret_string, unit_name)
@@ -286,6 +287,14 @@ VARIABLES = (
         'extraction_job_request_timeout', 'float', 600,
         description="Seconds one request to the server may take (the online mode's gateway's too).",
         rule=number(1, 86400, 'seconds')),
+    Variable(
+        'extraction_job_accept_failed', 'list', [],
+        description=(
+            'Failed samples accepted as not extracted (the server refused them, or their dump was rejected), each '
+            'by its sample id, whole: no pattern, no wildcard. The job sends them no more and ends its shard '
+            "C(complete) without them; C(playbooks/verify.yml) passes, naming each with its dataset line and "
+            'reason, and refuses an id that did not fail (README "Recovery").'),
+        elements='str', rule=Rule(accept_failed_error, ACCEPT_FAILED_WHAT)),
     Variable(
         'extraction_job_max_attempts', 'int', 8,
         description=(

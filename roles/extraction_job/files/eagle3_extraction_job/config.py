@@ -36,6 +36,9 @@ class JobConfig:  # pylint: disable=too-many-instance-attributes
     chat_system_prompt: str = ""
     # conversations: text never trained on, wherever it is (SpecForge's ignore_token)
     chat_ignore_tokens: list = dataclasses.field(default_factory=list)
+    # failed samples the user accepts as not extracted (extraction_job_accept_failed): not sent again, and
+    # the shard is complete without them
+    accept_failed: list = dataclasses.field(default_factory=list)
     max_length: int = 0                    # conversations: truncate (0: no limit)
     shard_index: int = 0
     shard_count: int = 1
@@ -103,6 +106,10 @@ class JobConfig:  # pylint: disable=too-many-instance-attributes
         if not isinstance(self.chat_ignore_tokens, list) or any(
                 not isinstance(t, str) or not t for t in self.chat_ignore_tokens):
             bad("chat_ignore_tokens", "expected a list of non-empty strings")
+        if not isinstance(self.accept_failed, list) or any(
+                not names.valid_sample_id(s) for s in self.accept_failed):
+            bad("accept_failed", f"expected a list of sample ids, each {names.SAMPLE_ID_RE.pattern} "
+                "(one by one: no pattern)")
         if self.shard_index >= self.shard_count:
             bad("shard_index", f"expected 0 <= shard_index < shard_count ({self.shard_count})")
         floats = ("request_timeout", "backoff_initial", "backoff_max", "ack_timeout",
