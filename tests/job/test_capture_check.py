@@ -7,7 +7,10 @@ import json
 import os
 import types
 
+import pytest
+
 from job_helpers import HIDDEN, StandinServer, config_for, make_samples, torch, write_dataset
+from standin_process import standin_server
 from eagle3_extraction_job import capture_check
 from eagle3_extraction_job import job as jobmod
 
@@ -155,3 +158,34 @@ def test_a_server_dumping_zeros_fails_the_check(job_dirs):
     assert code == jobmod.EXIT_REFUSED and status["state"] == "capture_mismatch"
     assert "the capture check's dump is rejected: degenerate" in status["last_errors"][-1]
     assert server.received == [] and ckpts(job_dirs["out"]) == []
+
+
+@pytest.mark.parametrize("env,flag,check,state", [
+    ({}, True, True, "complete"),
+    ({"SGLANG_STANDIN_RETURN_OTHER": "1"}, True, True, "capture_mismatch"),
+    ({}, False, True, "capture_check_unavailable"),
+    ({"SGLANG_STANDIN_DUMP_VALUES": "constant"}, False, False, "incomplete")])
+def test_the_job_against_the_fleets_stand_in_process(tmp_path, env, flag, check, state):
+    """The fleet's stand-in server as a process (the capture module as sglang_patch deploys it): the check
+    passes on it, stops the shard when it returns other values than it dumps, says when the server lacks
+    the flag; a capture dumping one value has every sample rejected, named degenerate."""
+    samples = make_samples(3)
+    ds = write_dataset(tmp_path / "d.jsonl", samples)
+    out = str(tmp_path / "out" / "host1")
+    args = ["--enable-return-hidden-states"] if flag else []
+    with standin_server(tmp_path, "k", env=env, args=args) as running:
+        dirs = {"dump": str(running["dump"]), "out": out, "root": tmp_path}
+        job = jobmod.Job(config_for(dirs, ds, running["url"], hidden_size=64, capture_check=check), torch,
+                         api_key="k")
+        code = asyncio.run(asyncio.wait_for(job.run_async(), 90))
+    with open(os.path.join(out, "status.json"), encoding="utf-8") as f:
+        status = json.load(f)
+    assert status["state"] == state, status["last_errors"]
+    if state == "complete":
+        assert code == jobmod.EXIT_COMPLETE and status["capture_check"]["result"] == "passed"
+        assert len(ckpts(out)) == 3
+    elif state == "incomplete":
+        assert status["samples_failed"] == 3 and ckpts(out) == []
+        assert all("degenerate hidden_state: every value is 0.5" in why for why in rejected(out).values())
+    else:
+        assert code == jobmod.EXIT_REFUSED and ckpts(out) == [] and status["samples_done"] == 0
