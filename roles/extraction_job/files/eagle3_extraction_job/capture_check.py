@@ -85,10 +85,10 @@ def compare(torch, dump, returned):
     if got.dim() == 1 and tokens == 1:
         got = got.unsqueeze(0)
     if tuple(got.shape) != (tokens, width):
-        return (f"the server returned hidden states of shape {list(got.shape)}, the dump's aux layers "
-                f"are [{tokens}, {width}] ({layers} layers of {hidden}): the capture is not on the "
-                "layers the server computes", {"returned_shape": list(got.shape),
-                                                "dump_shape": [tokens, width]})
+        message = (f"the server returned hidden states of shape {list(got.shape)}, the dump's aux layers "
+                   f"are [{tokens}, {width}] ({layers} layers of {hidden}): the capture is not on the "
+                   "layers the server computes")
+        return message, {"returned_shape": list(got.shape), "dump_shape": [tokens, width]}
     want = aux.float()
     # float32 from bf16 is exact: equal bits here are equal bits in bf16
     differ = got.view(torch.int32) != want.view(torch.int32)

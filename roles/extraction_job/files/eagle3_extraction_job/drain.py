@@ -27,8 +27,9 @@ from eagle3_extraction_job.manifest import fsync_dir, makedirs_durable
 # the dump stays in tmpfs pages, not copied into the process: the drain needs little RAM
 MMAP = True
 # the checks of the values (NaN/Inf, a bit test of every value: ~100 ms of a drain thread a
-# 117 MB sample; not degenerate, one min/max a layer: about a third of that more) on a helper thread while the file is written, the link waiting for it (a rejected dump
-# gets no name and no row). On since issue 34: 0.936 of the disk against 0.816 before it,
+# 117 MB sample; not degenerate, one min/max a layer: about a third of that more) on a helper
+# thread while the file is written, the link waiting for it (a rejected dump gets no name and
+# no row). On since issue 34: 0.936 of the disk against 0.816 before it,
 # same run (docs/benchmarks.md); `early` without `+beside` in the benches turns it off
 CHECK_BESIDE_WRITE = True
 SPECFORGE_KEYS = ("input_ids", "loss_mask", "hidden_state", "aux_hidden_state")
