@@ -189,3 +189,19 @@ def test_the_job_against_the_fleets_stand_in_process(tmp_path, env, flag, check,
         assert all("degenerate hidden_state: every value is 0.5" in why for why in rejected(out).values())
     else:
         assert code == jobmod.EXIT_REFUSED and ckpts(out) == [] and status["samples_done"] == 0
+
+
+def test_a_server_whose_capture_is_off_fails_at_once(job_dirs):
+    """It returns its final hidden state (one layer wide) and dumps nothing: no wait for a dump."""
+    def final_only(server):
+        def one_layer(body):
+            from aiohttp import web  # pylint: disable=import-outside-toplevel
+            server.checks.append(body["rid"])
+            rows = [[0.5] * HIDDEN for _ in body["input_ids"]]
+            return web.json_response({"meta_info": {"id": body["rid"], "hidden_states": [rows]}})
+        server.hidden_states_answer = one_layer
+    # a wait for the dump would outlast the test's deadline
+    code, server, status = run_job(job_dirs, make_samples(3), final_only, ack_timeout=600.0)
+    assert code == jobmod.EXIT_REFUSED and status["state"] == "capture_mismatch"
+    assert status["capture_check"]["returned_shape"] == [3, HIDDEN] and len(server.checks) == 1
+    assert "expected [3, 48] (3 captured layers of 16): its capture is off" in status["last_errors"][-1]

@@ -70,6 +70,15 @@ def check_rid(job):
     return f"{job}-.capture-check.{uuid.uuid4().hex[:8]}"
 
 
+def rows_shape(rows):
+    """``[rows, width]`` of ``meta_info.hidden_states[0]`` (SGLang's ``tolist()`` of a [T, W] tensor), or
+    ``None`` when it is not a list of equal lists."""
+    if not isinstance(rows, list) or not rows or not all(isinstance(row, list) for row in rows):
+        return None
+    widths = {len(row) for row in rows}
+    return [len(rows), widths.pop()] if len(widths) == 1 else None
+
+
 def compare(torch, dump, returned):
     """``None`` when ``returned`` (``meta_info.hidden_states[0]``) equals the dump's aux layers
     bit for bit; else ``(message, details)`` naming the layer and the max abs difference."""
@@ -186,6 +195,18 @@ class ServerCheck:  # pylint: disable=too-many-instance-attributes
             raise CheckFailed(MISMATCH, f"the server refused the capture check's prompt: {exc}") from exc
         returned = ((answer or {}).get("meta_info") or {}).get("hidden_states") if isinstance(
             answer, dict) else None
+        if not isinstance(returned, list) or not returned:
+            raise self._unavailable("the server answered without hidden states")
+        # the aux layers' shape, before waiting for a dump: a server whose capture is off returns its final
+        # hidden state (one layer wide) and dumps nothing, which no wait would change
+        shape = rows_shape(returned[0])
+        expected = [len(self.prompt_ids), cfg.captured_layers * cfg.hidden_size]
+        if shape != expected:
+            message = (f"the server returned hidden states of shape {shape}, expected {expected} "
+                       f"({cfg.captured_layers} captured layers of {cfg.hidden_size}): its capture is off "
+                       "(it returns its final hidden state) or on other layers")
+            self.report.update(result=MISMATCH, at=time.time(), reason=self.due, returned_shape=shape)
+            raise CheckFailed(MISMATCH, message, {"returned_shape": shape})
         path = os.path.join(cfg.dump_dir, rid + ".pt")
         deadline = time.monotonic() + cfg.ack_timeout
         while not os.path.exists(path):
@@ -193,9 +214,6 @@ class ServerCheck:  # pylint: disable=too-many-instance-attributes
                 raise sender.RetryableError(f"the capture check's prompt was answered, but no dump "
                                             f"{path} appeared in {cfg.ack_timeout:.0f} s")
             await asyncio.sleep(cfg.poll_interval)
-        if not isinstance(returned, list) or not returned:
-            await self._settle(path, f"{UNAVAILABLE}: no hidden states in the answer")
-            raise self._unavailable("the server answered without hidden states")
         loop = asyncio.get_running_loop()
         outcome = await loop.run_in_executor(self.pool, self._compare_dump, path, returned[0])
         self.report["checks"] += 1
