@@ -197,7 +197,7 @@ def test_a_server_whose_capture_is_off_fails_at_once(job_dirs):
         def one_layer(body):
             from aiohttp import web  # pylint: disable=import-outside-toplevel
             server.checks.append(body["rid"])
-            rows = [[0.5] * HIDDEN for _ in body["input_ids"]]
+            rows = [[0.5] * HIDDEN for _token in body["input_ids"]]
             return web.json_response({"meta_info": {"id": body["rid"], "hidden_states": [rows]}})
         server.hidden_states_answer = one_layer
     # a wait for the dump would outlast the test's deadline
