@@ -308,6 +308,21 @@ VARIABLES = (
             "mode's gateway answers that prompt's row with an error: the producer leases it again)."),
         rule=number(1, 86400, 'seconds')),
     Variable(
+        'extraction_job_capture_check', 'bool', True,
+        description=[
+            (
+                'Check the capture against the server itself at the first request and whenever the server may have '
+                'restarted (a failed request or C(/health), a new capture in C(CAPTURE_STATS.json)): one short '
+                'prompt alone, its dump equal bit for bit to the aux layers SGLang returns through '
+                'C(return_hidden_states). A mismatch stops the shard (C(capture_mismatch) in status.json, with the '
+                'layer and the max abs diff), writing nothing more.'),
+            (
+                "The server needs C(--enable-return-hidden-states): the host plan adds it to the server's flags "
+                'while this is on in the files mode (the same on every node of a server).'),
+        ],
+        plan=True, same_on_every_node=True,
+        comment="The capture checked against the server's return_hidden_states after each (re)start."),
+    Variable(
         'extraction_job_drain_workers', 'int', 4,
         description='Threads turning dumps into files.',
         rule=number(1, 256),

@@ -61,6 +61,9 @@ class JobConfig:  # pylint: disable=too-many-instance-attributes
     hidden_size: int = 0                   # 0: read config.json under model_path
     captured_layers: int = 3
     capture_patch_sha256: str = ""
+    # the capture checked against the server's return_hidden_states after each (re)start
+    # (capture_check.py; the server needs --enable-return-hidden-states)
+    capture_check: bool = True
     # space and backpressure
     space_margin: float = 0.10
     shm_high: float = 0.70
@@ -129,6 +132,8 @@ class JobConfig:  # pylint: disable=too-many-instance-attributes
         if self.output_free_resume_bytes < self.output_free_floor_bytes:
             bad("output_free_resume_bytes",
                 f"must be at least output_free_floor_bytes ({self.output_free_floor_bytes})")
+        if not isinstance(self.capture_check, bool):
+            bad("capture_check", "expected true or false")
         if self.capture_patch_sha256 and (len(self.capture_patch_sha256) != 64 or any(
                 c not in "0123456789abcdef" for c in self.capture_patch_sha256)):
             bad("capture_patch_sha256", "expected 64 lower-case hex digits")

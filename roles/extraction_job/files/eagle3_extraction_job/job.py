@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import time
 
-from eagle3_extraction_job import chat, dataset, drain, manifest, names, sender, space, status
+from eagle3_extraction_job import capture_check, chat, dataset, drain, manifest, names, sender, space, status
 
 log = logging.getLogger("eagle3_extraction_job")
 
@@ -84,6 +84,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
         self.manifest = None
         self.drainer = None
         self.gate = None
+        self.server_check = None
         self.rate = status.Rate()
         self.acks = {}
         self.draining = set()
@@ -154,6 +155,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
             "answered": self.answered,
             "bad_lines": len(self.bad_lines),
             "foreign_dumps": self.foreign_dumps,
+            "capture_check": self.server_check.report if self.server_check else {},
             "last_errors": [f"{who}: {msg}" for _at, who, msg in self.errors[-5:]],
             "started_at": self.started_at,
             "updated_at": time.time(),
@@ -478,9 +480,13 @@ class Job:  # pylint: disable=too-many-instance-attributes
             # none goes on a reading of the gate made before the slots ahead of it filled
             # /dev/shm).
             async with sem:
+                # the capture checked against the server first, after each (re)start (and again if
+                # the server restarted while the gate held the request: a check is cheap when not due)
+                await self.server_check.before_request(client)
                 await self._wait_gate()
                 if self.manifest.is_done(sid) is not None:
                     return True
+                await self.server_check.before_request(client)
                 fut = self.acks[sid] = loop.create_future()
                 refused = None
                 try:
@@ -624,6 +630,8 @@ class Job:  # pylint: disable=too-many-instance-attributes
             except space.NotEnoughSpace as exc:
                 raise Refused(str(exc)) from exc
             self.write_card(complete=False)
+            self.server_check = capture_check.ServerCheck(
+                cfg, self.torch, self.pool, todo[0].input_ids if todo else [])
             await self._send_and_drain(todo)
             await self.drain_pass()
             self.totals = self.manifest.totals()
@@ -651,6 +659,11 @@ class Job:  # pylint: disable=too-many-instance-attributes
         except Refused as exc:
             self.state = "refused"
             self.error(None, f"refused to start: {exc}")
+            return EXIT_REFUSED
+        except capture_check.CheckFailed as exc:
+            # the capture does not equal what the server computes: no more sample is written
+            self.state = exc.state
+            self.error(None, f"the capture check failed, the shard stops: {exc}")
             return EXIT_REFUSED
         except sender.FatalError as exc:
             self.state = "failed"
