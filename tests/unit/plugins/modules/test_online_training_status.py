@@ -62,7 +62,10 @@ def test_the_markers_say_finished_or_failed_with_the_reason(tmp_path, run_module
     attempt = _attempt(tmp_path)
     (attempt / 'control' / 'refs.jsonl.consumer_done').write_text('')
     assert run_module(online_training_status, _args(tmp_path))['state'] == 'finished'
+    # a producer stopped after the consumer finished: finished all the same
     (attempt / 'control' / 'refs.jsonl.failed').write_text('_WorkerTermination: 15')
+    assert run_module(online_training_status, _args(tmp_path))['state'] == 'finished'
+    (attempt / 'control' / 'refs.jsonl.consumer_done').unlink()
     result = run_module(online_training_status, _args(tmp_path))
     assert result['state'] == 'failed' and result['reason'] == '_WorkerTermination: 15'
 
