@@ -43,6 +43,7 @@ AT_BOOT = ('eagle3-mooncake-master.service', 'eagle3-mooncake-segment.service', 
            'eagle3-capture-gateway@onl.service')
 # each fault once the attempt's reader has this many samples: early, most of the prompts still to come
 FAULT_AT = 10
+TRAINER_START = 'Start the consumer, then the producer'   # roles/online_training/tasks/run.yml
 READER_ATTEMPT_FAILED = 3   # eagle3_extraction_job/online_reader.py EXIT_ATTEMPT_FAILED
 FAULT_RESULTS = os.path.join(os.path.dirname(RESULTS), 'online-faults.json')
 
@@ -68,13 +69,20 @@ def records(run_id, attempt):
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
-def run_attempt(tmp, name, extravars, run_id, attempt, fault, after_playbook=False):
-    """extract.yml started; ``fault(consumed)`` once the attempt's reader has FAULT_AT samples (after_playbook: once
-    the playbook ended too, which a reboot must not cut); polled until the reader is done or failed, or the fault
-    says it ended the attempt (returns True). {consumed at the fault, seconds of the playbook, of the attempt}."""
+def trainer_started(runner):
+    """Whether extract.yml's last task on the trainer's host, the start of its units, is done: after it the playbook
+    reaches no host of the fleet, and a fault (a reboot) cannot cut it."""
+    return any(event.get('event') == 'runner_on_ok' and event.get('event_data', {}).get('task') == TRAINER_START
+               for event in runner.events)
+
+
+def run_attempt(tmp, name, extravars, run_id, attempt, fault):
+    """extract.yml started; ``fault(consumed)`` once it started the trainer and the attempt's reader has FAULT_AT
+    samples; polled until the reader is done or failed, or the fault says it ended the attempt (returns True).
+    {consumed at the fault, seconds of the playbook, of the attempt}."""
     started = time.time()
     thread, runner = extract_async(tmp, extravars, name)
-    reader, faulted, playbook_seconds = reader_attempt_dir(run_id, attempt), None, None
+    reader, faulted, playbook_seconds, ready = reader_attempt_dir(run_id, attempt), None, None, False
     deadline = started + 900
     while True:
         assert time.time() < deadline, 'waited 900 s for attempt %d: %s' % (attempt, progress(reader))
@@ -84,7 +92,8 @@ def run_attempt(tmp, name, extravars, run_id, attempt, fault, after_playbook=Fal
         found = progress(reader)
         if found.get('state') in ('done', 'failed'):
             break
-        if faulted is None and found.get('consumed', 0) >= FAULT_AT and (playbook_seconds or not after_playbook):
+        ready = ready or trainer_started(runner)
+        if faulted is None and found.get('consumed', 0) >= FAULT_AT and ready:
             assert found.get('state') == 'running', found
             faulted = found['consumed']
             if fault(faulted):
@@ -134,7 +143,7 @@ def faults(tmp_path_factory):
     found['reader_unit_after_failure'] = unit(CONSUMER_UNIT)
 
     # 2. re-run: attempt 2; ct3 rebooted
-    found['attempts'][2] = run_attempt(tmp, 'attempt2', extravars, run_id, 2, reboot_ct3, after_playbook=True)
+    found['attempts'][2] = run_attempt(tmp, 'attempt2', extravars, run_id, 2, reboot_ct3)
     found['units_after_boot'] = dict((name, unit(name)['ActiveState']) for name in AT_BOOT + (
         CONSUMER_UNIT, PRODUCER_UNIT))
 
