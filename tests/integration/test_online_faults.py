@@ -17,6 +17,7 @@ any container; no key left in the store). What each fault cost (the prompts capt
 published; samples read twice; the reader's restarts; seconds) goes to benchmarks/results/online-faults.json.
 """
 
+import glob
 import json
 import os
 import time
@@ -69,11 +70,20 @@ def records(run_id, attempt):
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
-def trainer_started(runner):
+def trainer_started(runner, seen):
     """Whether extract.yml's last task on the trainer's host, the start of its units, is done: after it the playbook
-    reaches no host of the fleet, and a fault (a reboot) cannot cut it."""
-    return any(event.get('event') == 'runner_on_ok' and event.get('event_data', {}).get('task') == TRAINER_START
-               for event in runner.events)
+    reaches no host of the fleet, and a fault (a reboot) cannot cut it. Read from the event files as they come
+    (``runner.events`` waits for the playbook's end); ``seen``: the files read before."""
+    for path in sorted(set(glob.glob(os.path.join(runner.config.artifact_dir, 'job_events', '*.json'))) - seen):
+        try:
+            with open(path, encoding='utf-8') as stream:
+                event = json.load(stream)
+        except ValueError:
+            continue   # being written: read again next time
+        seen.add(path)
+        if event.get('event') == 'runner_on_ok' and event.get('event_data', {}).get('task') == TRAINER_START:
+            return True
+    return False
 
 
 def run_attempt(tmp, name, extravars, run_id, attempt, fault):
@@ -82,7 +92,7 @@ def run_attempt(tmp, name, extravars, run_id, attempt, fault):
     {consumed at the fault, seconds of the playbook, of the attempt}."""
     started = time.time()
     thread, runner = extract_async(tmp, extravars, name)
-    reader, faulted, playbook_seconds, ready = reader_attempt_dir(run_id, attempt), None, None, False
+    reader, faulted, playbook_seconds, ready, seen = reader_attempt_dir(run_id, attempt), None, None, False, set()
     deadline = started + 900
     while True:
         assert time.time() < deadline, 'waited 900 s for attempt %d: %s' % (attempt, progress(reader))
@@ -92,7 +102,7 @@ def run_attempt(tmp, name, extravars, run_id, attempt, fault):
         found = progress(reader)
         if found.get('state') in ('done', 'failed'):
             break
-        ready = ready or trainer_started(runner)
+        ready = ready or trainer_started(runner, seen)
         if faulted is None and found.get('consumed', 0) >= FAULT_AT and ready:
             assert found.get('state') == 'running', found
             faulted = found['consumed']
