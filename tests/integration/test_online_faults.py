@@ -17,7 +17,6 @@ any container; no key left in the store). What each fault cost (the prompts capt
 published; samples read twice; the reader's restarts; seconds) goes to benchmarks/results/online-faults.json.
 """
 
-import glob
 import json
 import os
 import time
@@ -44,7 +43,6 @@ AT_BOOT = ('eagle3-mooncake-master.service', 'eagle3-mooncake-segment.service', 
            'eagle3-capture-gateway@onl.service')
 # each fault once the attempt's reader has this many samples: early, most of the prompts still to come
 FAULT_AT = 10
-TRAINER_START = 'Start the consumer, then the producer'   # roles/online_training/tasks/run.yml
 READER_ATTEMPT_FAILED = 3   # eagle3_extraction_job/online_reader.py EXIT_ATTEMPT_FAILED
 FAULT_RESULTS = os.path.join(os.path.dirname(RESULTS), 'online-faults.json')
 
@@ -70,29 +68,18 @@ def records(run_id, attempt):
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
-def trainer_started(runner, seen):
-    """Whether extract.yml's last task on the trainer's host, the start of its units, is done: after it the playbook
-    reaches no host of the fleet, and a fault (a reboot) cannot cut it. Read from the event files as they come
-    (``runner.events`` waits for the playbook's end); ``seen``: the files read before."""
-    for path in sorted(set(glob.glob(os.path.join(runner.config.artifact_dir, 'job_events', '*.json'))) - seen):
-        try:
-            with open(path, encoding='utf-8') as stream:
-                event = json.load(stream)
-        except ValueError:
-            continue   # being written: read again next time
-        seen.add(path)
-        if event.get('event') == 'runner_on_ok' and event.get('event_data', {}).get('task') == TRAINER_START:
-            return True
-    return False
+def producer_active():
+    return ct('ct3', 'systemctl is-active %s' % PRODUCER_UNIT, check=False).stdout.strip() == 'active'
 
 
 def run_attempt(tmp, name, extravars, run_id, attempt, fault):
-    """extract.yml started; ``fault(consumed)`` once it started the trainer and the attempt's reader has FAULT_AT
-    samples; polled until the reader is done or failed, or the fault says it ended the attempt (returns True).
-    {consumed at the fault, seconds of the playbook, of the attempt}."""
+    """extract.yml started; ``fault(consumed)`` once the producer runs (the playbook's last task on ct3 started it:
+    a reboot does not cut the playbook) and the attempt's reader has FAULT_AT samples; polled until the reader is
+    done or failed, or the fault says it ended the attempt (returns True). (Not from ansible-runner's events: on a
+    loaded machine they came some 25 s late, after the attempt's end.) {consumed at the fault, seconds}."""
     started = time.time()
     thread, runner = extract_async(tmp, extravars, name)
-    reader, faulted, playbook_seconds, ready, seen = reader_attempt_dir(run_id, attempt), None, None, False, set()
+    reader, faulted, playbook_seconds, ready = reader_attempt_dir(run_id, attempt), None, None, False
     deadline = started + 900
     while True:
         assert time.time() < deadline, 'waited 900 s for attempt %d: %s' % (attempt, progress(reader))
@@ -102,7 +89,10 @@ def run_attempt(tmp, name, extravars, run_id, attempt, fault):
         found = progress(reader)
         if found.get('state') in ('done', 'failed'):
             break
-        ready = ready or trainer_started(runner, seen)
+        assert found or playbook_seconds is None or time.time() - started < playbook_seconds + 120, (
+            'extract.yml ended %d s ago and attempt %d has no reader: %s' % (
+                time.time() - started - playbook_seconds, attempt, runner.stdout.read()[-3000:]))
+        ready = ready or producer_active()
         if faulted is None and found.get('consumed', 0) >= FAULT_AT and ready:
             assert found.get('state') == 'running', found
             faulted = found['consumed']
