@@ -138,8 +138,8 @@ def test_a_failed_attempt_exits_with_a_status_its_unit_does_not_restart(tmp_path
     with open(CONSUMER_UNIT, encoding="utf-8") as stream:
         unit = stream.read()
     prevented = re.search(r"^RestartPreventExitStatus=(.*)$", unit, re.M)
-    assert prevented and set(prevented.group(1).split()) == {str(online_reader.EXIT_REFUSED),
-                                                            str(online_reader.EXIT_ATTEMPT_FAILED)}
+    expected = {str(online_reader.EXIT_REFUSED), str(online_reader.EXIT_ATTEMPT_FAILED)}
+    assert prevented and set(prevented.group(1).split()) == expected
     assert re.search(r"^Restart=on-failure$", unit, re.M)
 
 
