@@ -59,9 +59,10 @@ pytest-extraction:
 	bash lab/bootstrap/torch-venv.sh >/dev/null && pytest -q tests/integration/test_extraction_fleet.py
 
 # training while extracting on the whole fleet: Mooncake, the gateways, SpecForge's producer and the reader, a
-# server killed mid-run, every sample once and equal to the files mode's, no hidden state on a disk
+# server killed mid-run, every sample once and equal to the files mode's, no hidden state on a disk; then the
+# other faults (the master restarted, a container rebooted, the reader killed), each recovered by re-running extract.yml
 pytest-online:
-	bash lab/bootstrap/torch-venv.sh >/dev/null && pytest -q tests/integration/test_online_fleet.py
+	bash lab/bootstrap/torch-venv.sh >/dev/null && pytest -q tests/integration/test_online_fleet.py tests/integration/test_online_faults.py
 
 # tests/capture, tests/job and tests/online need torch, which exists as a CPU build for Python 3.11 only
 pytest-torch:

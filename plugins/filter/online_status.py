@@ -64,6 +64,20 @@ def _or_dash(value):
     return '-' if value is None or value == '' else value
 
 
+def _next_step(training):
+    """What re-running extract.yml does with an attempt that is over or stopped (SpecForge never resumes a
+    producer: a failed attempt is not restarted by its units), with the units' states."""
+    state, attempt = training.get('state'), training.get('attempt') or 0
+    units = ', '.join('%s %s' % (unit, found) for unit, found in sorted((training.get('units') or {}).items()))
+    if state == 'failed':
+        return ['attempt %d failed (%s); units: %s. Re-running extract.yml starts attempt %d (every prompt again).'
+                % (attempt, training.get('reason') or '-', units or '-', attempt + 1)]
+    if state == 'stopped':
+        return ['attempt %d is open but no unit runs (units: %s). Re-running extract.yml goes on with it.'
+                % (attempt, units or '-')]
+    return []
+
+
 def online_status(training, store=None, gateways=None):
     training, store = training or {}, store or {}
     lines = table_lines([
@@ -72,6 +86,7 @@ def online_status(training, store=None, gateways=None):
          _or_dash(training.get('attempt')), _or_dash(training.get('step')), _or_dash(training.get('loss')),
          _or_dash(training.get('samples_per_s')), _or_dash(training.get('published')),
          _or_dash(training.get('consumed'))]])
+    lines += _next_step(training)
     lines.append('')
     lines += table_lines([
         ['STORE', 'USED', 'CAPACITY', 'KEYS'],

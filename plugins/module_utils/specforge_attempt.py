@@ -62,14 +62,20 @@ def _read(path):
 
 
 def attempt_state(control_dir):
-    """finished, failed (with the reason), or open (running, or stopped without a marker)."""
+    """finished, failed (with the reason), or open (running, or stopped without a marker).
+
+    The consumer's own markers come first: its failure outranks its done marker, and its done marker outranks the
+    producer's ``.failed``, which a producer still running after the consumer finished writes when it is stopped
+    (stop.yml, a reboot: SIGTERM): the run finished all the same, and a re-run must start nothing."""
     channel = os.path.join(control_dir, CHANNEL)
-    for suffix in ('.failed', '.consumer_failed'):
-        reason = _read(channel + suffix)
-        if reason is not None:
-            return 'failed', reason or suffix
+    reason = _read(channel + '.consumer_failed')
+    if reason is not None:
+        return 'failed', reason or '.consumer_failed'
     if os.path.exists(channel + '.consumer_done'):
         return 'finished', ''
+    reason = _read(channel + '.failed')
+    if reason is not None:
+        return 'failed', reason or '.failed'
     return 'open', ''
 
 

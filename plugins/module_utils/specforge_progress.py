@@ -67,11 +67,13 @@ def channel_counts(control_dir):
 LOGS = {'producer': 'producer.log', 'consumer': 'consumer.log'}
 
 
-def reader_progress(output_dir, run_id):
-    """The reader's ``<output_dir>/<run_id>-reader/progress.json`` ({state, consumed, samples_per_s, ...}), or {}."""
+def reader_progress(output_dir, run_id, attempt):
+    """The reader's ``<output_dir>/<run_id>-reader/attempt-NNNN/progress.json`` of one attempt ({state, consumed,
+    samples_per_s, starts, ...}), or {}."""
     import json  # pylint: disable=import-outside-toplevel
+    path = os.path.join(output_dir, run_id + '-reader', 'attempt-%04d' % attempt, 'progress.json')
     try:
-        with open(os.path.join(output_dir, run_id + '-reader', 'progress.json'), encoding='utf-8') as stream:
+        with open(path, encoding='utf-8') as stream:
             found = json.load(stream)
     except (FileNotFoundError, ValueError):
         return {}

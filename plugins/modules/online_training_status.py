@@ -15,8 +15,9 @@ description:
     M(eagle3.extraction.online_training_attempt)), and there SpecForge's markers beside C(control/refs.jsonl), the refs the
     producer published (the channel's lines) and the consumer counted consumed (C(refs.jsonl.consumed_count)).
   - With O(consumer=specforge) the step, loss, learning rate and samples/s are the last step line (C(step N) and a dict) of
-    the attempt's C(consumer.log); with O(consumer=reader) the samples/s are the reader's C(progress.json) under
-    O(output_dir), and there is no step or loss (the reader trains nothing).
+    the attempt's C(consumer.log); with O(consumer=reader) the samples/s are the reader's C(progress.json) of the
+    attempt under O(output_dir) (C(<run_id>-reader/attempt-NNNN/)), and there is no step or loss (the reader trains
+    nothing).
   - The units O(units) say whether an open attempt runs. Changes nothing; check mode reads the same.
 author:
   - eagle3.extraction maintainers (@eagle3)
@@ -132,7 +133,7 @@ def read(params):
     logs = {role: os.path.join(attempt_dir, name) for role, name in LOGS.items()}
     result.update(state=state, attempt=numbers[-1], reason=reason, logs=logs, **channel_counts(control))
     if params['consumer'] == 'reader':
-        progress = reader_progress(params['output_dir'], params['run_id'])
+        progress = reader_progress(params['output_dir'], params['run_id'], numbers[-1])
         rate = progress.get('samples_per_s')
         result['samples_per_s'] = float(rate) if isinstance(rate, (int, float)) and not isinstance(rate, bool) else None
     else:

@@ -22,6 +22,7 @@ SETTINGS = {
     'max_prompts': int,
     'store_threads': int,
     'stop_timeout': float,
+    'server_wait': float,
     'local_buffer_bytes': int,
 }
 # what the config reads of the plan's online section, for the message when the plan lacks one

@@ -58,6 +58,11 @@ def ct(name, command, **kwargs):
     return lab_ssh(CTS[name], command, **kwargs)
 
 
+def reader_attempt_dir(run_id, attempt):
+    """Where the reader keeps one attempt's records.jsonl and progress.json (each attempt apart)."""
+    return '%s/%s-reader/attempt-%04d' % (OUTPUT_DIR, run_id, attempt)
+
+
 def progress(reader_dir):
     found = ct('ct3', 'cat %s/progress.json 2>/dev/null' % reader_dir, check=False, timeout=20).stdout
     return json.loads(found) if found.strip() else {}
@@ -88,9 +93,9 @@ def by_group(counters):
     return found
 
 
-def extract_async(tmp, extravars):
-    """extract.yml started through ansible-runner without waiting: (thread, runner, the output log's path)."""
-    private = tmp / 'online'
+def extract_async(tmp, extravars, name='online'):
+    """extract.yml started through ansible-runner without waiting: (thread, runner); its files in tmp/name."""
+    private = tmp / name
     private.mkdir()
     if VENV_BIN not in os.environ['PATH'].split(os.pathsep):
         os.environ['PATH'] = VENV_BIN + os.pathsep + os.environ['PATH']
@@ -104,7 +109,7 @@ def extract_async(tmp, extravars):
 def online(tmp_path_factory):
     tmp = tmp_path_factory.mktemp('online')
     run_id = 'onl%d' % int(time.time())
-    reader_dir = '%s/%s-reader' % (OUTPUT_DIR, run_id)
+    reader_dir = reader_attempt_dir(run_id, 1)
     extravars = {'extraction_job_mode': 'online', 'extraction_job_name': JOB, 'online_training_run_id': run_id}
     started = time.time()
     thread, runner = extract_async(tmp, extravars)

@@ -14,8 +14,9 @@ import pytest
 
 # (no importorskip here: this conftest is loaded in the controller's venv too, where tests/conftest.py leaves the
 # suite out; the torch venv has Mooncake and SpecForge: lab/bootstrap/torch-venv.sh)
+# online_stack first: it puts tests/job (standin_process) on the path, which a run of tests/online alone needs
+from online_stack import HIDDEN, JOB, KEY, LAYER_IDS, PACKAGE, get_json  # isort: skip
 from mooncake_processes import mooncake_store
-from online_stack import HIDDEN, JOB, KEY, LAYER_IDS, PACKAGE, get_json
 from standin_process import free_port, standin_server
 
 

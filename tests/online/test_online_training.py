@@ -94,7 +94,7 @@ def test_every_sample_is_consumed_once(tmp_path, trainer_venv, store_info, gatew
             _stop(producer)
     logs = (tmp_path / "producer.log").read_text()[-4000:] + (tmp_path / "reader.log").read_text()[-4000:]
     assert rc == 0 and producer_rc == 0, logs
-    records = [json.loads(line) for line in (tmp_path / "output" / "online-test-reader" / "records.jsonl")
+    records = [json.loads(line) for line in (tmp_path / "output" / "online-test-reader" / "attempt-0001" / "records.jsonl")
                .read_text().splitlines()]
     ids = [record["sample_id"] for record in records]
     assert len(ids) == SAMPLES and len(set(ids)) == SAMPLES, logs
@@ -104,7 +104,7 @@ def test_every_sample_is_consumed_once(tmp_path, trainer_venv, store_info, gatew
         aux, last = record["features"]["hidden_state"], record["features"]["target"]
         assert aux["shape"][-1] == 64 * len(LAYER_IDS) and last["shape"][-1] == 64
         assert aux["shape"][1] == record["features"]["input_ids"]["shape"][1] and len(aux["sha256"]) == 64
-    progress = json.loads((tmp_path / "output" / "online-test-reader" / "progress.json").read_text())
+    progress = json.loads((tmp_path / "output" / "online-test-reader" / "attempt-0001" / "progress.json").read_text())
     assert progress["state"] == "done" and progress["consumed"] == SAMPLES
     control = attempt / "control" / "refs.jsonl"
     assert os.path.exists(str(control) + ".consumer_done") and not os.path.exists(str(control) + ".failed")

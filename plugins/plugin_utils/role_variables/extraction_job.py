@@ -430,6 +430,13 @@ VARIABLES = (
             'ends (their dumps stay, unanswered; the producer leases them again).'),
         rule=number(1, 86400, 'seconds')),
     Variable(
+        'extraction_job_gateway_server_wait', 'float', 120,
+        description=(
+            'The online mode: seconds a prompt waits for its server to answer again (killed, restarting) while the '
+            'gateway sends it again under the same rid; after that its row fails and the producer leases it again. '
+            "Keep it under SpecForge's own timeout for one request (300 s) and above the server's restart time."),
+        rule=number(1, 86400, 'seconds')),
+    Variable(
         'extraction_job_gateway_ready_timeout', 'int', 300,
         description=(
             "The online mode: seconds the role waits for the gateway's C(/health) to answer 200 (its server "

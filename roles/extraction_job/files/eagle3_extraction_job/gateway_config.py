@@ -71,7 +71,7 @@ class GatewayConfig:  # pylint: disable=too-many-instance-attributes
     request_timeout: float = 600.0  # one prompt's POST to SGLang
     ack_timeout: float = 600.0      # after SGLang's 200, how long the dump may take
     # how long a prompt waits for its SGLang server to answer again (a restart) before its row fails; under
-    # SpecForge's own timeout for one POST (300 s)
+    # SpecForge's own timeout for one POST (300 s); the role's extraction_job_gateway_server_wait
     server_wait: float = 120.0
     poll_interval: float = 0.02
     max_prompts: int = 1024         # prompts in one POST at most

@@ -9,11 +9,21 @@ producer and consumes its ref channel with SpecForge 0.2.0's own consumer-side A
 ``mark_consumed`` (the producer's in-flight window). When the producer closed the channel and every
 published ref is consumed it calls ``mark_consumer_done``; a failure is ``mark_consumer_failed``.
 
-Per sample, one JSON line in ``<output_dir>/<run_id>-reader/records.jsonl``: sample_id, the source task id,
-the server that captured it, its token ids and, per feature, its shape, dtype and the sha256 of its bytes. A batch of
-lines is appended and fsynced before its refs are released and counted consumed, so a recorded sample is
-durable before its features leave the store. ``progress.json`` beside it (written to a temporary name,
-fsynced, renamed) holds consumed and samples/s for status.
+Each attempt (``<control_root>/<run_id>/attempt-NNNN/control``, the control dir's parent) has its own dir,
+``<output_dir>/<run_id>-reader/attempt-NNNN/``, so that "every sample once" is a property of one attempt: a new
+attempt leases every prompt again. Per sample, one JSON line in its ``records.jsonl``: sample_id, the source task
+id, the server that captured it, its token ids and, per feature, its shape, dtype and the sha256 of its bytes. A
+batch of lines is appended and fsynced before its refs are released and counted consumed, so a recorded sample is
+durable before its features leave the store. ``progress.json`` beside it (written to a temporary name, fsynced,
+renamed) holds state, consumed, samples/s and how often the reader started in the attempt, for status.
+
+A reader killed within its attempt (systemd starts it again) goes on from SpecForge's consumed counter: the refs
+recorded after the last count (killed between the fsync and the count) are not read again; their keys are freed
+and they are counted. So a sample is recorded once per attempt, whatever the kill.
+
+Exit status: 0 the attempt finished; 2 refused to start (bad config); 3 the attempt failed (the producer's or
+the reader's failure marker): SpecForge never resumes a producer, so a restart cannot help; the unit does not
+restart on 2 or 3 (``RestartPreventExitStatus``) and the next ``extract.yml`` starts a new attempt.
 
 The Mooncake client's settings come from the environment SpecForge's roles read (``MOONCAKE_*``, the
 host plan's ``online.environment``); it mounts no segment of its own unless ``MOONCAKE_GLOBAL_SEGMENT_SIZE``
@@ -23,16 +33,19 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 
-EXIT_DONE, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
+EXIT_DONE, EXIT_REFUSED, EXIT_ATTEMPT_FAILED = 0, 2, 3
 BATCH = 32
 POLL_S = 0.2
+ATTEMPT = re.compile(r"attempt-[0-9]{4,}")
 
 
 def reader_dir(cfg):
-    return os.path.join(cfg["output_dir"], f"{cfg['run_id']}-reader")
+    """``<output_dir>/<run_id>-reader/<attempt>``: one dir an attempt."""
+    return os.path.join(cfg["output_dir"], f"{cfg['run_id']}-reader", cfg["attempt"])
 
 
 def load_config(path):
@@ -46,6 +59,11 @@ def load_config(path):
     if missing:
         raise ValueError(f"{path}: {', '.join(missing)} not set (run_id, output_dir, "
                          "deployment.disaggregated.control_dir)")
+    # the attempt's name: the control dir is <control_root>/<run_id>/attempt-NNNN/control (the role's layout)
+    cfg["attempt"] = os.path.basename(os.path.dirname(os.path.normpath(cfg["control_dir"])))
+    if not ATTEMPT.fullmatch(cfg["attempt"]):
+        raise ValueError(f"{path}: deployment.disaggregated.control_dir={cfg['control_dir']!r} is not "
+                         "<run dir>/attempt-NNNN/control")
     return cfg
 
 
@@ -110,6 +128,30 @@ def recorded_count(path):
         return 0
 
 
+def drop_partial_line(path):
+    """Cut a line a kill left half written (appends are whole batches, but a write may be cut): the next
+    append then starts a line of its own."""
+    try:
+        with open(path, "rb+") as stream:
+            data = stream.read()
+            end = data.rfind(b"\n") + 1
+            if end < len(data):
+                stream.truncate(end)
+                stream.flush()
+                os.fsync(stream.fileno())
+    except FileNotFoundError:
+        pass
+
+
+def read_json(path):
+    try:
+        with open(path, encoding="utf-8") as stream:
+            found = json.load(stream)
+    except (FileNotFoundError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 class Reader:
     """Consumes the channel once; ``run`` returns the exit status."""
 
@@ -120,16 +162,33 @@ class Reader:
         self.records = os.path.join(self.dir, "records.jsonl")
         self.progress = os.path.join(self.dir, "progress.json")
         self.started = clock()
-        # the producer captures nothing before the consumer says how many refs one step takes (one, here);
-        # a restart within the attempt finds its own value
-        channel.publish_consumer_quantum(1, allow_existing=True)
-        # a restarted reader goes on from SpecForge's counter (the refs before it were recorded and released)
-        self.consumed = channel.seed_consumed()
-        self.session = 0
-        if self.consumed:
-            channel.poll(max_n=self.consumed)
+        earlier = read_json(self.progress)
+        # how often a reader started in this attempt (1: never killed), and what its restarts recovered
+        self.starts = int(earlier.get("starts", 0)) + 1
+        self.recovered = int(earlier.get("recovered", 0))
+        self.consumed = self.session = 0
 
     def run(self):
+        """The exit status; any error fails the attempt (SpecForge's consumer failure marker: the producer stops)."""
+        try:
+            return self._run()
+        except Exception as exc:  # pylint: disable=broad-except
+            reason = f"{type(exc).__name__}: {exc}"
+            self.channel.mark_consumer_failed(reason)
+            self._write_progress("failed", reason)
+            return EXIT_ATTEMPT_FAILED
+
+    def _run(self):
+        failure = self.channel.failure() or self.channel.consumer_failure()
+        if failure:
+            # a restart of a failed attempt: nothing to consume (the next run of the role starts a new attempt)
+            self.consumed = self.channel.seed_consumed()
+            self._write_progress("failed", failure)
+            return EXIT_ATTEMPT_FAILED
+        # the producer captures nothing before the consumer says how many refs one step takes (one, here);
+        # a restart within the attempt finds its own value
+        self.channel.publish_consumer_quantum(1, allow_existing=True)
+        self._resume()
         self._write_progress("running")
         while True:
             refs = self.channel.poll(max_n=BATCH)
@@ -139,13 +198,36 @@ class Reader:
             failure = self.channel.failure()
             if failure:
                 self._write_progress("failed", failure)
-                return EXIT_FAILED
+                return EXIT_ATTEMPT_FAILED
             # closed first, then counted: every ref published before the close is in the file
             if self.channel.is_closed() and self.consumed >= recorded_count(self.channel.path):
                 self.channel.mark_consumer_done()
                 self._write_progress("done")
                 return EXIT_DONE
             time.sleep(POLL_S)
+
+    def _resume(self):
+        """Go on from SpecForge's counter: the refs before it were recorded and released; those recorded after it
+        (a kill between the records' fsync and the count) are freed and counted, not read again."""
+        self.consumed = self.channel.seed_consumed()
+        if self.consumed:
+            self.channel.poll(max_n=self.consumed)
+        drop_partial_line(self.records)
+        recorded = recorded_count(self.records)
+        if recorded < self.consumed:
+            raise RuntimeError(f"{self.records} holds {recorded} records but SpecForge counted {self.consumed} "
+                               "consumed: records were lost")
+        while self.consumed < recorded:
+            refs = self.channel.poll(max_n=recorded - self.consumed)
+            if not refs:
+                raise RuntimeError(f"{self.records} holds {recorded} records, the channel fewer refs")
+            for ref in refs:
+                # the keys may be gone already (released before the kill): abort counts that as freed
+                self.store.adopt(ref)
+                self.store.abort(ref.sample_id, reason="recorded before a restart")
+            self.channel.mark_consumed(len(refs))
+            self.consumed += len(refs)
+            self.recovered += len(refs)
 
     def _consume(self, refs):
         lines, handles = [], []
@@ -165,6 +247,7 @@ class Reader:
         elapsed = max(self.clock() - self.started, 1e-9)
         write_json(self.progress, {"state": state, "consumed": self.consumed, "reason": reason,
                                    "samples_per_s": round(self.session / elapsed, 3),
+                                   "starts": self.starts, "recovered": self.recovered,
                                    "time": time.time()})
 
 
@@ -187,8 +270,14 @@ def main(argv=None):
         store = MooncakeFeatureStore(store_id=os.environ.get("DISAGG_STORE_ID", cfg["run_id"]), setup_kwargs=setup)
         status = Reader(cfg, channel, store).run()
     except Exception as exc:  # pylint: disable=broad-except
+        # no store (the master down, say): the attempt is over (the producer stops on this marker)
         channel.mark_consumer_failed(f"{type(exc).__name__}: {exc}")
         print(f"reader: failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        return EXIT_FAILED
-    print(f"reader: {'done' if status == EXIT_DONE else 'stopped'}", flush=True)
+        return EXIT_ATTEMPT_FAILED
+    if status == EXIT_DONE:
+        print(f"reader: done ({cfg['attempt']})", flush=True)
+    else:
+        print(f"reader: {cfg['attempt']} failed: {channel.failure() or channel.consumer_failure()}; a restart "
+              "cannot help (SpecForge never resumes a producer): the next run of the role starts a new attempt",
+              file=sys.stderr, flush=True)
     return status

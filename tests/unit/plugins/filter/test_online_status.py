@@ -22,7 +22,18 @@ def test_training_store_and_each_gateway_are_shown():
 
 
 def test_a_failed_training_and_a_store_down_say_why():
-    lines = online_status(dict(TRAINING, state='failed', reason='ValueError: ids'),
+    lines = online_status(dict(TRAINING, state='failed', reason='ValueError: ids',
+                               units={'eagle3-online-consumer.service': 'failed/failed',
+                                      'eagle3-online-producer.service': 'inactive/dead'}),
                           store={'up': False, 'problems': ['the master does not answer']})
     assert lines[1].startswith('failed (ValueError: ids)')
-    assert lines[4].startswith('DOWN: the master does not answer')
+    # the attempt is over: its units do not restart it, the next extract.yml starts a new one
+    assert lines[2] == ('attempt 2 failed (ValueError: ids); units: eagle3-online-consumer.service failed/failed, '
+                        'eagle3-online-producer.service inactive/dead. Re-running extract.yml starts attempt 3 '
+                        '(every prompt again).')
+    assert lines[5].startswith('DOWN: the master does not answer')
+
+
+def test_an_open_attempt_that_no_unit_runs_says_a_rerun_goes_on():
+    lines = online_status(dict(TRAINING, state='stopped', units={'eagle3-online-producer.service': 'inactive/dead'}))
+    assert lines[2].startswith('attempt 2 is open but no unit runs') and lines[2].endswith('goes on with it.')

@@ -66,6 +66,15 @@ def test_a_consumer_failure_outranks_its_done_marker(tmp_path, run_module):
     assert run_module(online_training_attempt, _args(tmp_path))['action'] == 'start'
 
 
+def test_a_producer_stopped_after_the_consumer_finished_leaves_the_run_finished(tmp_path, run_module):
+    # a reboot or stop.yml just after the end: the producer, still up, writes .failed on SIGTERM (seen on the fleet)
+    first = run_module(online_training_attempt, _args(tmp_path))
+    _mark(first, '.consumer_done')
+    _mark(first, '.failed', '_WorkerTermination: 15')
+    again = run_module(online_training_attempt, _args(tmp_path))
+    assert not again['changed'] and again['action'] == 'none' and again['attempt'] == 1
+
+
 def test_bad_paths_and_run_ids_are_refused(tmp_path, run_module):
     for bad in ({'control_root': '/'}, {'output_dir': 'rel/out'}, {'run_id': '../x'}, {'run_id': 'a\nb'}):
         result = run_module(online_training_attempt, _args(tmp_path, **bad))

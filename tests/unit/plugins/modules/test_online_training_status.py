@@ -62,18 +62,24 @@ def test_the_markers_say_finished_or_failed_with_the_reason(tmp_path, run_module
     attempt = _attempt(tmp_path)
     (attempt / 'control' / 'refs.jsonl.consumer_done').write_text('')
     assert run_module(online_training_status, _args(tmp_path))['state'] == 'finished'
+    # a producer stopped after the consumer finished: finished all the same
     (attempt / 'control' / 'refs.jsonl.failed').write_text('_WorkerTermination: 15')
+    assert run_module(online_training_status, _args(tmp_path))['state'] == 'finished'
+    (attempt / 'control' / 'refs.jsonl.consumer_done').unlink()
     result = run_module(online_training_status, _args(tmp_path))
     assert result['state'] == 'failed' and result['reason'] == '_WorkerTermination: 15'
 
 
 def test_the_reader_reports_its_progress_and_no_step(tmp_path, run_module, units):
-    attempt = _attempt(tmp_path)
+    _attempt(tmp_path, 1)
+    attempt = _attempt(tmp_path, 2)
     (attempt / 'control' / 'refs.jsonl.consumed_count').write_text('7')
     (attempt / 'consumer.log').write_text("step 3: {'loss': 9.0}\n")   # not the reader's: never read
-    (tmp_path / 'out' / 'demo-reader').mkdir(parents=True)
-    (tmp_path / 'out' / 'demo-reader' / 'progress.json').write_text(
-        json.dumps({'state': 'running', 'consumed': 7, 'samples_per_s': 2.5}))
+    # each attempt's reader has its own dir: the first attempt's progress is not the second's
+    for number, rate in ((1, 9.5), (2, 2.5)):
+        (tmp_path / 'out' / 'demo-reader' / ('attempt-%04d' % number)).mkdir(parents=True)
+        (tmp_path / 'out' / 'demo-reader' / ('attempt-%04d' % number) / 'progress.json').write_text(
+            json.dumps({'state': 'running', 'consumed': 7, 'samples_per_s': rate}))
     result = run_module(online_training_status, _args(tmp_path, consumer='reader', _ansible_check_mode=True))
     assert (result['consumed'], result['samples_per_s'], result['step'], result['loss']) == (7, 2.5, None, None)
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.eagle3.extraction.plugins.filter.capture_gateway import FilterModule, capture_gateway_config
@@ -15,6 +16,7 @@ from ansible_collections.eagle3.extraction.plugins.plugin_utils.capture_gateway 
     SETTINGS, GatewayConfigError, gateway_config)
 
 JOB_FILES = Path(__file__).resolve().parents[4] / 'roles' / 'extraction_job' / 'files'
+ROLE_VARS = JOB_FILES.parent / 'vars' / 'main.yml'
 
 # the plan's online section of a server's rank-0 host, as design Round 2 fixes it
 ONLINE = {
@@ -38,7 +40,7 @@ SETTINGS_GIVEN = {
     'rejected_dir': '/srv/eagle3-extraction/chat_v1/gateway-rejected',
     'api_key_file': '/etc/eagle3-extraction/chat_v1.key',
     'hidden_size': '0', 'request_timeout': '600', 'ack_timeout': 600.0, 'max_prompts': 1024,
-    'store_threads': '8', 'stop_timeout': 120, 'local_buffer_bytes': '536870912',
+    'store_threads': '8', 'stop_timeout': 120, 'local_buffer_bytes': '536870912', 'server_wait': '45',
 }
 
 
@@ -67,7 +69,7 @@ def test_every_address_is_the_plan_s_and_the_settings_are_typed():
         'rejected_dir': '/srv/eagle3-extraction/chat_v1/gateway-rejected',
         'api_key_file': '/etc/eagle3-extraction/chat_v1.key', 'hidden_size': 0, 'request_timeout': 600.0,
         'ack_timeout': 600.0, 'max_prompts': 1024, 'store_threads': 8, 'stop_timeout': 120.0,
-        'layer_ids': [2, 18, 33]}
+        'server_wait': 45.0, 'layer_ids': [2, 18, 33]}
 
 
 def test_the_gateway_takes_what_the_role_writes(gateway_module):
@@ -76,6 +78,15 @@ def test_the_gateway_takes_what_the_role_writes(gateway_module):
     assert loaded.layer_ids == [2, 18, 33]
     assert loaded.mooncake.local_hostname == '10.0.0.2'
     assert loaded.listen_port == 30100 and loaded.store_threads == 8
+    # how long a prompt waits for its restarting server: the role's extraction_job_gateway_server_wait
+    assert loaded.server_wait == 45.0
+
+
+def test_the_role_places_every_setting_from_its_variable():
+    with open(ROLE_VARS, encoding='utf-8') as stream:
+        settings = yaml.safe_load(stream)['__extraction_job_gateway_settings']
+    assert set(settings) == set(SETTINGS)
+    assert settings['server_wait'] == '{{ extraction_job_gateway_server_wait }}'
 
 
 def test_no_aux_layer_ids_in_the_plan_leaves_the_capture_s_default(gateway_module):

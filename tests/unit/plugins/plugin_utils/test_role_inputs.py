@@ -157,6 +157,7 @@ BAD = {
     # a whole number of bytes from 16 MiB: never '512 MB' or a float
     'extraction_job_gateway_local_buffer_bytes': [(16 << 20) - 1, 0, -1, '512 MB', 536870912.5, True, (1 << 40) + 1],
     'extraction_job_gateway_stop_timeout': [0, -1, 86401, NAN],
+    'extraction_job_gateway_server_wait': [0, -1, 86401, NAN, 'long'],
     'extraction_job_gateway_ready_timeout': [0, 86401, 'soon'],
     'extraction_job_chat_ignore_tokens': [['esc\x1bape'], ['<think>\r\n']],
     'mooncake_master_venv': ['relative/env', '/usr', '/root/a b'],
