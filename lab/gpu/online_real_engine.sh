@@ -195,10 +195,10 @@ if [ "$MODE" = extract ]; then
   [ -n "${SKIP_SAME:-}" ] || { online_run same reader --dataset "$M/same.jsonl" --lease 1 --high 1 --low 1 \
     --timeout 300 && pass "online: 8 prompts read back from Mooncake by the reader" \
     || { fail "online: same"; tail -30 "$WORK/same/"*.log; }; }
-  [ -n "${SKIP_SAME:-}" ] || { "${ENGINE[@]}" dataset --records "$WORK/same/output/same-reader/records.jsonl" --out "$WORK/same-ids.jsonl"
+  [ -n "${SKIP_SAME:-}" ] || { "${ENGINE[@]}" dataset --records "$WORK/same/output/same-reader/attempt-0001/records.jsonl" --out "$WORK/same-ids.jsonl"
   files_job same "$WORK/same-ids.jsonl" "$WORK/files-same" 1
   env PYTHONPATH="$ENGINE_PYTHONPATH" "$SGL_PY" tests/online/online_fleet_check.py \
-    --records "$WORK/same/output/same-reader/records.jsonl" --dataset "$WORK/same-ids.jsonl" \
+    --records "$WORK/same/output/same-reader/attempt-0001/records.jsonl" --dataset "$WORK/same-ids.jsonl" \
     --count "$WORK/files-same" | tee "$WORK/same-check.json" \
     && pass "same tensors: Mooncake's features equal the files mode's .ckpt, bit for bit" || fail "same tensors"; }
   # 2. the files mode's extraction, timed, and the fixed eval set's (EVAL_SET_ONLY: the eval set alone, for an
