@@ -12,6 +12,7 @@ closes the file.
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -82,9 +83,12 @@ def test_a_server_that_takes_requests_and_never_answers_is_stalled_restarted_the
         assert st["stall_restarts"] == min(n + 1, 2) and st["stall_restarts_max"] == 2
         assert st["stall_final"] is (n == 2)
         assert any("stalled: no sample settled for" in e for e in st["last_errors"]), st["last_errors"]
-    assert "waiting on 4 requests sent and unanswered, the oldest for 1 s; restart 1 of at most 2" \
-        in runs[0][2]["stalled"]
-    assert "stopped: 2 restarts since the last durable sample did not help" in runs[2][2]["stalled"]
+    assert re.fullmatch(r"4 requests sent and unanswered, the oldest for \d+ s", runs[0][2]["stalled"])
+    assert any(re.search(r"waiting on 4 requests sent and unanswered, the oldest for \d+ s; restart 1 of at most 2$",
+                         e) for e in runs[0][2]["last_errors"]), runs[0][2]["last_errors"]
+    assert any("stopped: 2 restarts since the last durable sample did not help" in e
+               for e in runs[2][2]["last_errors"]), runs[2][2]["last_errors"]
+    assert all(st["stalled_for_s"] >= WINDOW for _code, _took, st in runs)
     assert counts_of(job_dirs["out"]) == {"restarts": 2, "restarts_total": 2}
     assert not hard_exits   # each run ended on its own
 
@@ -120,7 +124,7 @@ def test_a_hung_drain_is_a_stall_and_the_process_ends_even_if_the_drain_never_re
     assert hard_exits == [jobmod.EXIT_STALLED] and code == jobmod.EXIT_STALLED
     assert st["state"] == "stalled" and st["stall_final"] is True
     assert "3 dumps waiting for the drain, the oldest for" in st["stalled"], st["stalled"]
-    assert "stopped: 0 restarts" in st["stalled"]
+    assert any("stopped: 0 restarts" in e for e in st["last_errors"]), st["last_errors"]
 
 
 def test_a_server_that_is_not_healthy_is_waited_for_not_a_stall(job_dirs):

@@ -111,7 +111,8 @@ class Job:  # pylint: disable=too-many-instance-attributes
         self.watchdog = None
         self.in_flight = {}
         self.drain_started = {}
-        self.stall_reason = ""
+        self.stall_waiting_on = ""   # what a stalled shard waits on (stall.waiting_on)
+        self.stall_quiet_s = None
         self.stall_code = None
         self._run_task = None
         self._loop = None
@@ -163,7 +164,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
     def stalled(self, reason, code):
         """The watchdog found a stall (its thread): say so in status.json and the log, and ask
         the run to end with ``code``."""
-        self.stall_reason, self.stall_code = reason, code
+        self.stall_code = code
         self.state = "stalled"
         self.error(None, f"stalled: {reason}")
         try:
@@ -208,9 +209,11 @@ class Job:  # pylint: disable=too-many-instance-attributes
             "bad_lines": len(self.bad_lines),
             "foreign_dumps": self.foreign_dumps,
             "last_errors": [f"{who}: {msg}" for _at, who, msg in self.errors[-5:]],
-            # the stall watchdog: what a stalled shard waits on, its restarts since the last
-            # settled sample (bounded by stall_restarts_max) and in all; final: it stopped
-            "stalled": self.stall_reason,
+            # the stall watchdog: what a stalled shard waits on and for how long, its restarts
+            # since the last settled sample (bounded by stall_restarts_max) and in all; final:
+            # it stopped (the whole reason is in last_errors and the log)
+            "stalled": self.stall_waiting_on,
+            "stalled_for_s": self.stall_quiet_s,
             "stall_final": self.stall_code == EXIT_STALLED,
             "stall_restarts": self.watchdog.counts["restarts"] if self.watchdog else 0,
             "stall_restarts_total": self.watchdog.counts["restarts_total"] if self.watchdog else 0,

@@ -91,9 +91,9 @@ def end_process(code, hard_exit=os._exit):  # pylint: disable=protected-access
 class Watchdog:  # pylint: disable=too-many-instance-attributes
     """Watches one run of a job (see the module's doc).
 
-    ``job`` gives ``samples_left()``, ``stall_waits()`` (the words of :func:`waiting_on`) and
-    ``stalled(reason, code)`` (called on the watchdog's thread: set the state, write status.json,
-    ask the run to end); ``hard_exit`` ends the process (``os._exit``; tests give another)."""
+    ``job`` gives ``samples_left()``, ``stall_waits()`` (the words of :func:`waiting_on`),
+    ``stall_waiting_on`` and ``stall_quiet_s`` (set here before) and ``stalled(reason, code)``
+    (called on the watchdog's thread: set the state, write status.json, ask the run to end); ``hard_exit`` ends the process (``os._exit``; tests give another)."""
 
     def __init__(self, job, window, restarts_max, output_dir, clock=time.monotonic,
                  hard_exit=os._exit, grace=GRACE_S):  # pylint: disable=protected-access
@@ -175,6 +175,8 @@ class Watchdog:  # pylint: disable=too-many-instance-attributes
             then = (f"stopped: {restarts} restarts since the last durable sample did not help "
                     f"(the bound, stall_restarts_max, is {self.restarts_max})")
         reason = f"no sample settled for {quiet:.0f} s, waiting on {waits}; {then}"
+        self.job.stall_waiting_on = waits
+        self.job.stall_quiet_s = round(quiet, 1)
         try:
             write_counts(self.output_dir, self.counts, last=reason)
         except OSError as exc:
