@@ -106,7 +106,12 @@ def test_a_hung_drain_is_a_stall_and_the_process_ends_even_if_the_drain_never_re
     samples = make_samples(3)
     ds = write_dataset(job_dirs["root"] / "d.jsonl", samples)
     release = threading.Event()
-    monkeypatch.setattr(drain.Drainer, "drain", lambda self, path, sample: release.wait(60) and None)
+    original = drain.Drainer.drain
+
+    def hung_drain(self, path, sample):
+        release.wait(60)
+        return original(self, path, sample)
+    monkeypatch.setattr(drain.Drainer, "drain", hung_drain)
     hard_exits = []
 
     async def body(server):

@@ -138,6 +138,8 @@ BAD = {
     'extraction_job_request_timeout': [0, -1, 86401, NAN],
     'extraction_job_max_attempts': [0, 1001],
     'extraction_job_ack_timeout': [0, 86401, INF],
+    'extraction_job_stall_window': [0, -1, 604801, INF, NAN, 'soon'],
+    'extraction_job_stall_restarts_max': [-1, 1001, 'many'],
     'extraction_job_drain_workers': [0, 257],
     'extraction_job_shm_high': [0, 1, 1.5, -0.1],
     'extraction_job_shm_low': [-0.1, 1, 2],
