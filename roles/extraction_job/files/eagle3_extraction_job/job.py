@@ -35,6 +35,9 @@ EXIT_STALLED = stall.EXIT_STALLED
 # a drain that met a full or failing output disk tries that dump again after this long
 DISK_RETRY_S = 5.0
 
+# how long a stalled job waits for its status.json to be written before it goes on ending
+STALLED_STATUS_WRITE_S = 5.0
+
 # the most samples the sender keeps between their request and their durable file
 SEND_WINDOW_MAX = 16384
 
@@ -167,12 +170,19 @@ class Job:  # pylint: disable=too-many-instance-attributes
         self.stall_code = code
         self.state = "stalled"
         self.error(None, f"stalled: {reason}")
-        try:
-            # the snapshot of the last status write, not a new reading of the manifest or the
-            # disks: either may be what hangs
-            self._write_status_file(self.snapshot())
-        except Exception:  # pylint: disable=broad-except
-            log.exception("cannot write the stalled status")
+
+        def write():
+            try:
+                # no new reading of the manifest or the disks (either may be what hangs): the
+                # counters as they are
+                self._write_status_file(self.snapshot())
+            except Exception:  # pylint: disable=broad-except
+                log.exception("cannot write the stalled status")
+        # on a thread of its own: a status write stuck on the disk (holding the status lock)
+        # must not keep the watchdog from ending the process
+        writer = threading.Thread(target=write, name="stalled-status", daemon=True)
+        writer.start()
+        writer.join(STALLED_STATUS_WRITE_S)
         if self._loop is not None and self._run_task is not None:
             self._loop.call_soon_threadsafe(self._run_task.cancel)
 
