@@ -68,7 +68,7 @@ def test_a_server_that_takes_requests_and_never_answers_is_stalled_restarted_the
 
     async def body(server):
         server.wedged = True      # every request is taken and never answered
-        return [await one_run(job_dirs, server, ds, hard_exits) for _ in range(3)]
+        return [await one_run(job_dirs, server, ds, hard_exits) for _restart in range(3)]
     runs = run(with_server(job_dirs, body))
     codes = [code for code, _took, _st in runs]
     # two restarts (the bound), then stopped with the status the unit does not restart

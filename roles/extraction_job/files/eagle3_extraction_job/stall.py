@@ -93,7 +93,8 @@ class Watchdog:  # pylint: disable=too-many-instance-attributes
 
     ``job`` gives ``samples_left()``, ``stall_waits()`` (the words of :func:`waiting_on`),
     ``stall_waiting_on`` and ``stall_quiet_s`` (set here before) and ``stalled(reason, code)``
-    (called on the watchdog's thread: set the state, write status.json, ask the run to end); ``hard_exit`` ends the process (``os._exit``; tests give another)."""
+    (called on the watchdog's thread: set the state, write status.json, ask the run to end);
+    ``hard_exit`` ends the process (``os._exit``; tests give another)."""
 
     def __init__(self, job, window, restarts_max, output_dir, clock=time.monotonic,
                  hard_exit=os._exit, grace=GRACE_S):  # pylint: disable=protected-access
