@@ -171,6 +171,7 @@ class StepTimes:
         self.patch(drain.Drainer, "load", "load")
         self.patch(drain, "check_dump", "check")
         self.patch(drain, "check_finite", "finite")
+        self.patch(drain, "check_not_degenerate", "degenerate")
         import torch  # pylint: disable=import-outside-toplevel
         self.patch(torch, "save", "save")
         self.patch(ckpt_file.CkptFile, "write", "put")

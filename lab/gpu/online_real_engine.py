@@ -71,6 +71,24 @@ def by_group(counters):
     return out
 
 
+GATEWAY_COUNTERS = ("prompts_served", "prompts_failed", "server_retries", "dumps_failed", "bytes_put")
+
+
+def line_count(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return sum(1 for line in f if line.endswith("\n"))
+    except FileNotFoundError:
+        return 0
+
+
+def dumps_in(path):
+    """The dumps left in a dir (the capture's own files, its stats and its reserve, are not dumps)."""
+    if not os.path.isdir(path):
+        return []
+    return [n for n in os.listdir(path) if not n.startswith(".") and not n.endswith(".json")]
+
+
 def du(path):
     return sum(os.path.getsize(os.path.join(d, f)) for d, _s, fs in os.walk(path) for f in fs
                if not os.path.islink(os.path.join(d, f)))
@@ -224,17 +242,15 @@ def run_online(args):
         "seconds": round(seconds, 2), "steps": last_step(os.path.join(work, "consumer.log")),
         "done": os.path.exists(os.path.join(control, "refs.jsonl.consumer_done")),
         "failed": [m for m in (".failed", ".consumer_failed") if os.path.exists(os.path.join(control, "refs.jsonl" + m))],
-        "refs": sum(1 for _ in open(os.path.join(control, "refs.jsonl"), encoding="utf-8"))
-        if os.path.exists(os.path.join(control, "refs.jsonl")) else 0,
+        "refs": line_count(os.path.join(control, "refs.jsonl")),
         # the gateway's counters: prompts served and failed (a failed row: the producer leases it again), and its
         # tries of a prompt while its server was down (a restart)
-        "gateway": {k: gateway_status.get(k) for k in ("prompts_served", "prompts_failed", "server_retries",
-                                                        "dumps_failed", "bytes_put")},
+        "gateway": {k: gateway_status.get(k) for k in GATEWAY_COUNTERS},
         "holders_write_bytes": by_group({k: v for k, v in counters.items() if v[0] in HOLDERS}),
         "trainer_write_bytes": by_group({k: v for k, v in counters.items() if v[0] in TRAINER}),
         "checkpoint_bytes": du(os.path.join(work, "output")),
-        "dumps_left": len([n for n in os.listdir(args.dump) if not n.startswith(".") and not n.endswith(".json")]) if os.path.isdir(args.dump) else 0,
-        "rejected": len(os.listdir(os.path.join(work, "rejected"))) if os.path.isdir(os.path.join(work, "rejected")) else 0,
+        "dumps_left": len(dumps_in(args.dump)),
+        "rejected": len(dumps_in(os.path.join(work, "rejected"))),
         "window": config["runtime"],
     }}
     emit(result, args.record)
@@ -341,8 +357,8 @@ def run_report(args):
     for step in steps:
         print(f"| {step} | " + " | ".join(f"{evals[r][step]:.4f}" if step in evals[r] else "-" for r in runs) + " |")
     rc = 0
-    for a, b, limit in (tuple(p.split(",")) + (None,) if p.count(",") == 1 else tuple(p.split(","))
-                        for p in args.pairs):
+    for pair in args.pairs:
+        a, b, limit = (pair.split(",") + [None])[:3]
         common = [s for s in steps if s in evals.get(a, {}) and s in evals.get(b, {})]
         spread = max((abs(evals[a][s] - evals[b][s]) for s in common), default=float("nan"))
         verdict = ""

@@ -14,8 +14,10 @@ version_added: 0.1.0
 description:
   - One row per SGLang server (a multi-node server's nodes in one cell, in rank order) with its VMID@HYPERVISOR of
     each node, GPUs, driver, the URL the controller calls (inventory_check's C(plans), placed as it is), health
-    and run (V(applied), V(unchanged), V(failed) or V(-)); then C(N of M servers healthy); then one C(FAILED) line
-    per host that did not come up, with the task and cause its play kept (its whitespace, newlines included, as
+    and run (V(applied), V(unchanged), V(failed) or V(-)); then C(N of M servers healthy); then, for each host whose
+    extraction job was (re)started in this run, C(job of <host>:) and each shard's start (C(shard-0 sending),
+    C(shard-1 paused (output disk full ...)), C(shard-2 refused (why))); then one C(FAILED) line per host that did not
+    come up, with the task and cause its play kept (its whitespace, newlines included, as
     single spaces, one line per host), or why it has no result.
   - A host without C(__extract_result) whose server's nodes all have none and were all converged at the start
     (C(__extract_converged); the rule of the filter C(rollout_converged), by which extract.yml ends their play)
@@ -126,20 +128,30 @@ def failure_line(name, result, values):
     return 'FAILED %s: %s' % (name, NOT_REACHED_CAUSE % how)
 
 
+def shard_starts(shards):
+    """A host's shards as extraction_job_outcome left them, on one line: ``shard-0 sending, shard-1 paused (...)``."""
+    return ', '.join('%s %s%s' % (shard.get('shard', '?'), shard.get('outcome', '?'),
+                                  ' (%s)' % one_line(shard['error']) if shard.get('error') else '')
+                     for shard in shards)
+
+
 def rollout_lines(hosts, plans):
     """``hosts``: ``{host: {variable: value}}`` in inventory order (READ's variables that are set); ``plans``:
     inventory_check's, ``{host: plan}``."""
     rows = [HEADER]
     failures = []
+    starts = []
     for name, values in hosts.items():
         result = result_of(hosts, name)
         if result.get('health') != 'healthy':
             failures.append(failure_line(name, result, values))
+        if result.get('job'):
+            starts.append('job of %s: %s' % (name, shard_starts(result['job'])))
         server = plans[name]['server']['layout']
         if server['rank'] == 0:
             rows.append(server_row(server, hosts, plans))
     healthy = len([row for row in rows[1:] if row[5] == 'healthy'])
-    return table_lines(rows) + ['%d of %d servers healthy' % (healthy, len(rows) - 1)] + failures
+    return table_lines(rows) + ['%d of %d servers healthy' % (healthy, len(rows) - 1)] + starts + failures
 
 
 def rollout_table(hosts, hostvars, plans):

@@ -18,8 +18,9 @@ from ansible_collections.eagle3.extraction.plugins.module_utils.shard_files impo
 # what status.json may hold, and of which type (a damaged or foreign file must not break the table)
 STATUS_NUMBERS = ('pid', 'shard_index', 'shard_count', 'samples_total', 'samples_done', 'samples_failed',
                   'tokens_total', 'tokens_done', 'bytes_done', 'tokens_per_s', 'eta_s', 'shm_used_bytes',
-                  'shm_total_bytes', 'output_free_bytes', 'errors', 'bad_lines', 'foreign_dumps', 'started_at',
-                  'updated_at', 'stall_restarts', 'stall_restarts_total', 'stall_restarts_max', 'stalled_for_s')
+                  'shm_total_bytes', 'output_free_bytes', 'errors', 'answered', 'bad_lines', 'foreign_dumps',
+                  'started_at', 'updated_at', 'stall_restarts', 'stall_restarts_total', 'stall_restarts_max',
+                  'stalled_for_s')
 # stalled: what a stalled shard waits on (the job's stall watchdog, eagle3_extraction_job/stall.py)
 STATUS_TEXTS = ('job', 'host', 'state', 'paused', 'stalled')
 # true or false, nothing else

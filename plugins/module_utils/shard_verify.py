@@ -7,12 +7,16 @@ verify_union adds the hosts' reports up on the controller."""
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.shard_files import (
     MANIFEST, MISSING, file_problem, read_card, read_manifest)
 
 FAILURES_SHOWN = 10
+# a sample id (the job's names.SAMPLE_ID_RE; a unit test holds them equal): what extraction_job_accept_failed names
+SAMPLE_ID = re.compile(r'[A-Za-z0-9_][A-Za-z0-9._-]{0,127}')
+ACCEPT_FAILED_WHAT = 'a list of sample ids, each named whole (%s): no pattern, no wildcard' % SAMPLE_ID.pattern
 # the dataset's bad lines named in verify's summary (the cards name up to as many each)
 BAD_LINES_SHOWN = 10
 META = 'SELECT key, value FROM meta'
@@ -101,11 +105,16 @@ def _stray_files(shard_dir, listed):
 
 
 def _card_problems(card, report, meta, shard_dir):
-    """Where the dataset card and the files or the manifest disagree, or the shard is not finished."""
+    """Where the dataset card and the files or the manifest disagree, or the shard is not finished. A shard whose
+    only missing samples are failures the user accepts is finished (its job ends complete once it is given them:
+    before, its card says incomplete)."""
     problems = ['dataset_card.json says %s=%s, the files hold %s' % (key, card.get(key), report[key])
                 for key in ('samples', 'tokens', 'bytes') if card.get(key) != report[key]]
     if card.get('dataset_sha256') != meta.get('dataset_sha256'):
         problems.append('dataset_card.json and the manifest name different datasets')
+    accepted = len(report['accepted'])
+    if card.get('shard_samples') == report['samples'] + accepted and accepted:
+        return problems
     if not card.get('complete'):
         problems.append('%s: the job has not finished this shard (%s of %s samples)'
                         % (shard_dir, report['samples'], card.get('shard_samples')))
@@ -131,10 +140,39 @@ def _read_card(report, shard_dir, meta):
         report['problems'].extend(_card_problems(card, report, meta, shard_dir))
 
 
-def verify_shard(shard_dir, checksums=True):
-    """Prove one shard's output: manifest == files == card. Returns a report with ``problems``."""
+def accept_failed_error(value):
+    """Why ``value`` is no extraction_job_accept_failed, or None: a list of distinct sample ids, each whole. A
+    selection that could match every failure (``*``, ``all``, a pattern) is refused: each is named by its id."""
+    if not isinstance(value, (list, tuple)):
+        return 'not a list'
+    seen = set()
+    for item in value:
+        if not isinstance(item, str) or not SAMPLE_ID.fullmatch(item):
+            return 'refused at %r (not a sample id: each accepted sample is named by its id, no pattern)' % (item,)
+        if item in seen:
+            return 'refused at %r (given twice)' % item
+        seen.add(item)
+    return None
+
+
+def _accepted(failures, accept_failed):
+    """The failures the user accepts as not extracted (``accept_failed``), each named with its line and reason, and
+    the others."""
+    accept = set(accept_failed)
+    taken = [row for row in failures if row[0] in accept]
+    return (['%s: %s' % (_named(sample_id, line), reason) for sample_id, _attempts, reason, line in taken],
+            [row for row in failures if row[0] not in accept])
+
+
+def verify_shard(shard_dir, checksums=True, accept_failed=()):
+    """Prove one shard's output: manifest == files == card. Returns a report with ``problems``.
+
+    ``accept_failed``: sample ids the user accepts as not extracted (extraction_job_accept_failed): such a failure is
+    no problem but is named in ``accepted`` (``<id> (line <n>): <reason>``), and ``failed_ids`` lists every failure
+    (the controller refuses an accepted id that failed on no shard)."""
     problems = []
-    report = {'shard_dir': shard_dir, 'ids': [], 'samples': 0, 'tokens': 0, 'bytes': 0, 'problems': problems}
+    report = {'shard_dir': shard_dir, 'ids': [], 'samples': 0, 'tokens': 0, 'bytes': 0, 'problems': problems,
+              'accepted': [], 'failed_ids': []}
     manifest = os.path.join(shard_dir, MANIFEST)
     if not os.path.isfile(manifest):
         problems.append('%s: no manifest.sqlite' % shard_dir)
@@ -149,6 +187,8 @@ def verify_shard(shard_dir, checksums=True):
     meta = report['meta'] = dict(meta)
     listed = _count_done_files(report, shard_dir, rows, checksums, manifest)
     report['failed'] = len(failures)
+    report['failed_ids'] = [row[0] for row in failures]
+    report['accepted'], failures = _accepted(failures, accept_failed)
     problems.extend(_failure_problems(failures, manifest))
     problems.extend(_stray_files(shard_dir, listed))
     _read_card(report, shard_dir, meta)

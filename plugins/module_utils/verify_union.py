@@ -11,6 +11,8 @@ from ansible_collections.eagle3.extraction.plugins.module_utils.shard_verify imp
 
 # the problems named in verify's one line (every one is in the result's problems)
 PROBLEMS_SHOWN = 20
+# the accepted failures named in verify's summary
+ACCEPTED_SHOWN = 10
 
 
 def _is_complete(shard):
@@ -63,6 +65,19 @@ def _counted(index, held, problems, notes):
     return [kept]
 
 
+def _accepted_problems(host_reports, counted):
+    """An accepted id (extraction_job_accept_failed) that failed on no counted shard: extracted, or no such sample.
+    Accepting it would hide nothing today and a real failure tomorrow: it is named, to be removed."""
+    accept = set()
+    for host in host_reports:
+        accept.update(host.get('accept_failed') or [])
+    failed = set()
+    for shard in counted:
+        failed.update(shard.get('failed_ids') or [])
+    return ['extraction_job_accept_failed names %s, which did not fail on any shard (extracted, or no such sample): '
+            'remove it' % sample_id for sample_id in sorted(accept - failed)]
+
+
 def _count(union, where, shard, owner):
     """Add one counted copy to the union: its problems, its samples (each exactly once), its totals."""
     totals = union['totals']
@@ -77,6 +92,7 @@ def _count(union, where, shard, owner):
         totals[key] += shard.get(key, 0)
     totals['files_checked'] += shard.get('samples', 0)
     totals['bad_lines'] += shard.get('bad_lines', 0)
+    union['accepted'].extend(shard.get('accepted', []))
     union['bad_lines_shown'].extend(shard.get('bad_lines_shown', []))
     totals.setdefault('dataset_samples', (shard.get('card') or {}).get('dataset_samples'))
 
@@ -105,18 +121,33 @@ def verify_union(host_reports):
     note (one line per copy), not a problem, and its samples are not counted twice.
     """
     union = {'totals': {'samples': 0, 'tokens': 0, 'bytes': 0, 'files_checked': 0, 'bad_lines': 0},
-             'problems': [], 'notes': [], 'bad_lines_shown': []}
+             'problems': [], 'notes': [], 'bad_lines_shown': [], 'accepted': []}
     owner = {}
+    counted = []
     copies, datasets, counts = _copies(host_reports)
     for index in sorted(copies, key=str):
         for where, shard in _counted(index, copies[index], union['problems'], union['notes']):
             _count(union, where, shard, owner)
+            counted.append(shard)
     union['problems'].extend(_whole_job_problems(copies, datasets, counts))
+    union['problems'].extend(_accepted_problems(host_reports, counted))
     totals = union['totals']
     totals['unique_samples'] = len(owner)
+    totals['accepted_failed'] = len(union['accepted'])
+    if union['accepted']:
+        union['notes'].append(accepted_note(union['accepted']))
     if totals['bad_lines']:
         union['notes'].append(bad_lines_note(totals['bad_lines'], union['bad_lines_shown']))
     return {'totals': totals, 'problems': union['problems'], 'notes': union['notes']}
+
+
+def accepted_note(accepted):
+    """The summary's note on the failed samples the user accepts as not extracted: how many, each by id and line."""
+    note = '%d failed sample%s accepted as not extracted (extraction_job_accept_failed): %s' % (
+        len(accepted), '' if len(accepted) == 1 else 's', '; '.join(accepted[:ACCEPTED_SHOWN]))
+    if len(accepted) > ACCEPTED_SHOWN:
+        note += '; %d more (each shard\'s manifest failures)' % (len(accepted) - ACCEPTED_SHOWN)
+    return note
 
 
 def bad_lines_note(count, shown):

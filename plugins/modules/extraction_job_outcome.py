@@ -12,14 +12,16 @@ short_description: Wait until each shard of the extraction job is past its start
 version_added: 0.1.0
 description:
   - After the role C(extraction_job) (re)started the shard units, waits until each shard's job is past its start
-    checks - running (its C(status.json), written by this start's process, says C(running) or C(paused)), or its
-    unit ended - for at most O(timeout) seconds.
+    - sending (its C(status.json), written by this start's process, says C(running) and that the server answered
+    one of its requests), paused (its reason, such as the output disk full or C(/dev/shm) above its watermark), complete,
+    or its unit ended - for at most O(timeout) seconds. A job that says C(running) has not shown that it can
+    send (a wrong API key, or samples the server refuses again, end it seconds later).
   - A shard whose job refused to start (not enough space, an output dir of another dataset, a bad config - exit 2,
     which systemd does not restart) or failed fails the task, naming the unit, the job's own reason (its
     C(status.json)'s last error, else the last line of its log) and the fix, so that C(extract.yml) shows it in its
     table instead of C(applied).
-  - A shard still starting when the time is up, or restarting after an incomplete run, passes (RV(shards) says
-    C(starting)).
+  - A shard still starting when the time is up (no answer from the server yet), or restarting after an incomplete
+    run, passes (RV(shards) says C(starting)).
   - Reads only; never changes anything.
 author:
   - eagle3.extraction maintainers (@eagle3)
@@ -61,12 +63,13 @@ EXAMPLES = r'''
 
 RETURN = r'''
 shards:
-  description: Each shard's unit, outcome (C(running), C(complete), C(starting), C(refused), C(failed), C(stopped))
-    and, for the last three, why.
+  description: Each shard's unit, its shard (C(shard-<index>)), outcome (C(sending), C(paused), C(complete),
+    C(starting), C(refused), C(failed)) and why (C(error)) - the pause's reason, or the job's own reason for a
+    refusal or a failure.
   returned: always
   type: list
   elements: dict
-  sample: [{unit: eagle3-extraction-job@demo-shard-0.service, outcome: running, error: ""}]
+  sample: [{unit: eagle3-extraction-job@demo-shard-0.service, shard: shard-0, outcome: sending, error: ""}]
 '''
 
 import os
@@ -86,6 +89,12 @@ def _instance(unit):
     return unit.partition('@')[2].rpartition('.')[0]
 
 
+def _shard(unit):
+    """``shard-<index>`` of a unit whose instance is ``<job name>-shard-<index>``."""
+    instance = _instance(unit)
+    return 'shard-' + instance.rpartition('-shard-')[2] if '-shard-' in instance else instance
+
+
 def outcome(unit, config, log_dir):
     """``(outcome, why)`` of one shard now; outcome None while it is still starting."""
     props = unit_properties(unit, PROPERTIES)
@@ -94,8 +103,15 @@ def outcome(unit, config, log_dir):
     errors = status.get('last_errors') or []
     if unit_running(props['ActiveState']):
         mine = str(status.get('pid', '')) == props['MainPID'] and props['MainPID'] not in ('', '0')
-        if mine and status.get('state') in ('running', 'paused', 'complete'):
-            return 'running', ''
+        if not mine:
+            return None, ''
+        if status.get('state') == 'paused':
+            return 'paused', status.get('paused', '')
+        # running is not yet sending: the server's first answer is (a wrong key, a sample refused again end it)
+        if status.get('state') == 'running' and status.get('answered', 0) > 0:
+            return 'sending', ''
+        if status.get('state') == 'complete':
+            return 'complete', ''
         return None, ''
     state = status.get('state')
     if state == 'complete':
@@ -137,8 +153,8 @@ def main():
         if not pending or time.monotonic() >= deadline:
             break
         time.sleep(1)
-    shards = [dict(unit=unit, outcome=found.get(unit, ('starting', ''))[0], error=found.get(unit, ('', ''))[1])
-              for unit in params['units']]
+    shards = [dict(unit=unit, shard=_shard(unit), outcome=found.get(unit, ('starting', ''))[0],
+                   error=found.get(unit, ('', ''))[1]) for unit in params['units']]
     bad = [shard for shard in shards if shard['outcome'] in ('refused', 'failed')]
     if bad:
         module.fail_json(msg='%s. Fix the cause, then run extract.yml again: it starts the shard again.' % '; '.join(

@@ -33,6 +33,15 @@ options:
       - Also compare each file's sha256 with the manifest's (reads every byte).
     type: bool
     default: true
+  accept_failed:
+    description:
+      - Sample ids the user accepts as not extracted (C(extraction_job_accept_failed)), each named whole - no
+        pattern, no wildcard. Such a failed sample (the server refused it, its dump was rejected) is no problem -
+        it is named in the shard's C(accepted) with its dataset line and reason. An id that did not fail is named
+        by the filter P(eagle3.extraction.extraction_verify_union#filter), which sees every host's failures.
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - eagle3.extraction.attributes
 seealso:
@@ -66,7 +75,8 @@ EXAMPLES = r'''
 
 RETURN = r'''
 shards:
-  description: Per shard dir, C(ids), C(samples), C(tokens), C(bytes), C(meta), C(card), C(problems).
+  description: "Per shard dir, C(ids), C(samples), C(tokens), C(bytes), C(meta), C(card), C(problems), C(failed_ids)
+    (every failed sample) and C(accepted) (each accepted failure, C(<id> (line <n>): <reason>))."
   returned: always
   type: list
   elements: dict
@@ -81,18 +91,22 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.eagle3.extraction.plugins.module_utils.shard_layout import shard_dirs
-from ansible_collections.eagle3.extraction.plugins.module_utils.shard_verify import verify_shard
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_verify import accept_failed_error, verify_shard
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(job_dir=dict(type='path', required=True), checksums=dict(type='bool', default=True)),
+        argument_spec=dict(job_dir=dict(type='path', required=True), checksums=dict(type='bool', default=True),
+                           accept_failed=dict(type='list', elements='str', default=[])),
         supports_check_mode=True,
     )
     job_dir = module.params['job_dir']
     if not os.path.isabs(job_dir) or os.path.normpath(job_dir) == '/':
         module.fail_json(msg='job_dir=%r: expected an absolute path other than /' % job_dir)
-    shards = [verify_shard(d, module.params['checksums']) for d in shard_dirs(job_dir)]
+    refused = accept_failed_error(module.params['accept_failed'])
+    if refused:
+        module.fail_json(msg='extraction_job_accept_failed=%r: %s' % (module.params['accept_failed'], refused))
+    shards = [verify_shard(d, module.params['checksums'], module.params['accept_failed']) for d in shard_dirs(job_dir)]
     # a host's own problems are reported by the union on the controller, with the others'
     module.exit_json(changed=False, shards=shards, problems=[p for s in shards for p in s['problems']])
 

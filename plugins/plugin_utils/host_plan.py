@@ -155,6 +155,11 @@ def _server(hosts, host, values):
     # the flags whose variables' records name them, then sglang_server_flags (which may not set those)
     flags = dict((flag, given(name)) for flag, name in variables.FLAG_VARIABLES.items())
     flags.update(checked_flags(given('sglang_server_flags') or {}, variables.FLAG_VARIABLES))
+    # the job's capture check asks for the prompt's hidden states (eagle3_extraction_job/capture_check.py), which
+    # SGLang returns only when started with this flag
+    if _given(values, 'extraction_job', 'extraction_job_mode') == 'files' and _given(
+            values, 'extraction_job', 'extraction_job_capture_check'):
+        flags.setdefault('enable-return-hidden-states', True)
     if where['nnodes'] > 1:
         flags.update({'nnodes': where['nnodes'], 'node-rank': where['rank'], 'dist-init-addr': where['dist_init_addr']})
     tp_size = _size(flags['tp-size'])

@@ -80,14 +80,38 @@ class StandinServer:
         self.healthy = True         # False: /health answers 503 (a server starting again)
         self.wedged = False         # True: every request is taken and never answered (until stop)
         self._stopping = None
+        # return_hidden_states, as SGLang started with --enable-return-hidden-states and the capture on:
+        # the aux layers it dumps; off: SGLang's 400; return_other: values other than those dumped
+        self.hidden_states_enabled = True
+        self.return_other = False
+        self.dump_all = None        # a function changing every dump's payload (check prompts too)
+        self.checks = []            # rids of the requests asking for hidden states (not in received)
         self.runner = None
         self.url = ""
 
+    def hidden_states_answer(self, body):
+        """A return_hidden_states request: dumped like any other, answered with the aux rows."""
+        rid = body["rid"]
+        self.checks.append(rid)
+        if not self.hidden_states_enabled:
+            # tokenizer_manager's refusal when the flag is off
+            return web.json_response({"error": {"message": (
+                "The server is not configured to return the hidden states. Please set "
+                "`--enable-return-hidden-states` to enable this feature.")}}, status=400)
+        payload = write_dump(self.dump_dir, rid, body["input_ids"], self.dump_all)
+        rows = torch.load(payload, weights_only=True)["aux_hidden_state"][0].float()
+        if self.return_other:   # one value of the second layer off by one bf16 step
+            rows[0, HIDDEN] = rows[0, HIDDEN] + 1.0
+        return web.json_response({"text": "x", "meta_info": {"id": rid, "hidden_states": [rows.tolist()]}})
+
     async def generate(self, request):
+        body = await request.json()
+        authorized = not self.api_key or request.headers.get("Authorization") == f"Bearer {self.api_key}"
+        if body.get("return_hidden_states") and authorized:   # the capture check's: none of the samples' counts
+            return self.hidden_states_answer(body)
         self.waiting_at_arrival.append(len([n for n in os.listdir(self.dump_dir) if n.endswith(".pt")]))
         if self.api_key and request.headers.get("Authorization") != f"Bearer {self.api_key}":
             return web.json_response({"error": "unauthorized"}, status=401)
-        body = await request.json()
         rid = body["rid"]
         assert body["sampling_params"]["max_new_tokens"] == 1
         if self.fail_first > 0:
@@ -114,7 +138,7 @@ class StandinServer:
         finally:
             self.in_flight.discard(rid)
         if rid not in self.no_dump:
-            write_dump(self.dump_dir, rid, body["input_ids"], self.mutate.get(rid))
+            write_dump(self.dump_dir, rid, body["input_ids"], self.mutate.get(rid, self.dump_all))
         return web.json_response({"text": "x", "meta_info": {"id": rid}})
 
     async def health(self, _request):

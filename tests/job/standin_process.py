@@ -24,8 +24,9 @@ def free_port():
 
 
 @contextlib.contextmanager
-def standin_server(tmp_path, api_key, env=None):
-    """Yields ``{"url", "dump", "proc", "log"}``; the server is terminated at the end."""
+def standin_server(tmp_path, api_key, env=None, args=()):
+    """Yields ``{"url", "dump", "proc", "log"}``; the server is terminated at the end. ``args``: more
+    SGLang flags (``--enable-return-hidden-states``...)."""
     site = tmp_path / "site"
     (site / "sglang" / "srt").mkdir(parents=True)
     (site / "sglang" / "__init__.py").write_text('raise ImportError("the fleet\'s sglang refuses")\n')
@@ -41,7 +42,7 @@ def standin_server(tmp_path, api_key, env=None):
     environ.update(env or {})
     log = open(tmp_path / "server.log", "w")  # pylint: disable=consider-using-with
     proc = subprocess.Popen([sys.executable, "-m", "sglang_standin.launch_server", "--model-path", str(model),
-                             "--port", str(port), "--api-key", api_key, "--tp-size", "1"],
+                             "--port", str(port), "--api-key", api_key, "--tp-size", "1", *args],
                             env=environ, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -75,11 +75,31 @@ def _missing(p):
     del p["aux_hidden_state"]
 
 
+def _zeros(p):
+    p["hidden_state"] = torch.zeros_like(p["hidden_state"])
+
+
+def _signed_zeros(p):   # +0 and -0: two bit patterns, still all zero
+    p["hidden_state"] = torch.zeros_like(p["hidden_state"])
+    p["hidden_state"][0, 1, 2] = -0.0
+
+
+def _one_value(p):
+    p["aux_hidden_state"] = torch.full_like(p["aux_hidden_state"], 0.5)
+
+
+def _one_layer_zero(p):   # the second captured layer never written
+    p["aux_hidden_state"][..., HIDDEN:2 * HIDDEN] = 0
+
+
 @pytest.mark.parametrize("mutate,reason", [
     (_nan, "NaN or Inf"), (_inf_aux, "aux_hidden_state holds NaN"),
     (_ids, "differ from the sample's from token 2"), (_short, "has 3 tokens, the sample 4"),
     (_dtype, "float32, expected bfloat16"), (_width, "expected 3 x 16"),
-    (_missing, "aux_hidden_state missing")])
+    (_missing, "aux_hidden_state missing"), (_zeros, "degenerate hidden_state: all zero"),
+    (_signed_zeros, "degenerate hidden_state: all zero"),
+    (_one_value, r"degenerate aux_hidden_state: layer 1 of 3 \(captured layer 2\): every value is 0.5"),
+    (_one_layer_zero, r"degenerate aux_hidden_state: layer 2 of 3 \(captured layer 3\): all zero")])
 def test_a_bad_dump_is_rejected_kept_off_shm_and_nothing_is_recorded(
         job_dirs, drainer, mutate, reason):
     dump = write_dump(job_dirs["dump"], "job-s1", IDS, mutate)

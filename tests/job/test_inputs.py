@@ -230,7 +230,7 @@ def test_space_messages_say_small_sizes_in_a_unit_that_shows_them(tmp_path):
     assert "= 1.4 MiB; with a 10% margin and the 64.0 MiB floor that is 65.5 MiB" in text, text
     assert text.endswith("has 40.0 MiB free")
     gate = space.Gate("shm", "out", 0.7, 0.5, 64 * 2**20, 96 * 2**20, usage_fn=usage)
-    assert not gate.update() and gate.closed_reason == "out: 40.0 MiB free, under the 64.0 MiB floor"
+    assert not gate.update() and gate.closed_reason == "output disk full: out: 40.0 MiB free, under the 64.0 MiB floor"
 
 
 def test_gate_has_hysteresis():

@@ -372,3 +372,40 @@ def test_a_dataset_whose_every_line_is_bad_refuses_the_start(job_dirs):
     code, snap = run(with_server(job_dirs, body))
     assert code == jobmod.EXIT_REFUSED and snap["state"] == "refused"
     assert any("every line of the dataset" in e and "(2 lines)" in e and "line 1" in e for e in snap["last_errors"])
+
+
+def test_a_refused_sample_the_user_accepts_is_not_sent_again_and_the_shard_completes(job_dirs):
+    """One refused sample left no way to a passing verify (a restart sends it, is refused, exits 2): named in
+    accept_failed (extraction_job_accept_failed), it is not sent again, the shard ends complete, and verify given
+    the same list passes naming it by its line; an accepted id that did not fail changes nothing."""
+    samples = make_samples(5)
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", samples)
+    refused_id, other_id = samples[2][0], samples[4][0]
+    refuse = {f"testjob-{refused_id}": (400, TOO_LONG)}
+
+    async def body(server, **over):
+        server.refuse = refuse
+        job = jobmod.Job(config_for(job_dirs, ds, server.url, **over), torch)
+        return await job.run_async(), job.snapshot(), list(server.received)
+    code, _snap, _sent = run(with_server(job_dirs, body))
+    assert code == jobmod.EXIT_REFUSED
+    code, snap, sent = run(with_server(job_dirs, lambda s: body(s, accept_failed=[refused_id, other_id])))
+    assert code == jobmod.EXIT_COMPLETE and snap["state"] == "complete" and sent == []
+    card = json.loads(open(os.path.join(job_dirs["out"], "dataset_card.json"), encoding="utf-8").read())
+    assert card["complete"] is True and card["samples"] == 4
+    report = verify_shard(job_dirs["out"], accept_failed=[refused_id])
+    assert report["problems"] == [] and report["accepted"][0].startswith(f"{refused_id} (line 3): refused")
+    assert verify_shard(job_dirs["out"])["problems"]   # not accepted: still named
+
+
+def test_a_sample_accepted_before_it_fails_completes_the_shard_in_the_run_it_fails(job_dirs):
+    samples = make_samples(3)
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", samples)
+    refused_id = samples[1][0]
+
+    async def body(server):
+        server.refuse = {f"testjob-{refused_id}": (400, TOO_LONG)}
+        job = jobmod.Job(config_for(job_dirs, ds, server.url, accept_failed=[refused_id]), torch)
+        return await job.run_async(), job.snapshot()
+    code, snap = run(with_server(job_dirs, body))
+    assert code == jobmod.EXIT_COMPLETE and snap["state"] == "complete" and snap["samples_failed"] == 1

@@ -321,6 +321,18 @@ def test_a_wrong_api_key_stops_the_job_without_showing_the_key(job_dirs):
     code, snap = run(with_server(job_dirs, body, api_key="right"))
     assert code == jobmod.EXIT_REFUSED and "API key" in snap["last_errors"][0]
     assert "wrong-key-123" not in json.dumps(snap)
+    # no answer of the server: extraction_job_outcome waits on, and names the refusal, not "running"
+    assert snap["answered"] == 0
+
+
+def test_the_status_counts_the_requests_the_server_answered(job_dirs):
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", make_samples(3))
+
+    async def body(server):
+        job = jobmod.Job(config_for(job_dirs, ds, server.url), torch)
+        return await job.run_async(), job.snapshot()
+    code, snap = run(with_server(job_dirs, body))
+    assert code == jobmod.EXIT_COMPLETE and snap["answered"] == 3
 
 
 @pytest.mark.parametrize("key", ["right"])

@@ -219,3 +219,31 @@ def test_repair_redoes_exactly_the_damaged_and_missing_samples_and_keeps_the_dam
     # nothing left to redo: the repair changes nothing and starts nothing
     result = playbook("repair.yml", output_root, "--skip-tags", "repair_start")
     assert result.returncode == 0 and "changed=0" in result.stdout, result.stdout + result.stderr
+
+
+def test_a_refused_sample_passes_verify_once_accepted_and_an_accepted_id_must_have_failed(job_dirs):
+    """One refused sample left no way to a passing verify: extraction_job_accept_failed names it, by its id."""
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", SAMPLES[:6])
+    root = job_dirs["root"] / "outputs"
+    refused = SAMPLES[2][0]
+
+    async def body():
+        server = await StandinServer(job_dirs["dump"]).start()
+        server.refuse = {f"testjob-{refused}": (400, "longer than the context")}
+        try:
+            cfg = config_for(job_dirs, ds, server.url, output_dir=str(root / "testjob" / "shard-0-of-1"))
+            assert await jobmod.Job(cfg, torch).run_async() == jobmod.EXIT_REFUSED
+        finally:
+            await server.stop()
+    asyncio.run(body())
+    result = playbook("verify.yml", root)
+    assert result.returncode != 0 and f"{refused} (line 3): not extracted" in result.stdout, result.stdout
+    result = playbook("verify.yml", root, "-e", json.dumps({"extraction_job_accept_failed": [refused]}))
+    assert result.returncode == 0, result.stdout + result.stderr
+    said = " ".join(result.stdout.split())   # the message as one line (the callback wraps it)
+    assert ("verified: 5 samples exactly once" in said and "1 failed sample accepted as not extracted "
+            f"(extraction_job_accept_failed): {refused} (line 3): refused by the server" in said), said[-3000:]
+    for accept, says in (([refused, SAMPLES[0][0]], f"names {SAMPLES[0][0]}, which did not fail"),
+                         (["*"], "extraction_job_accept_failed=['*']")):
+        result = playbook("verify.yml", root, "-e", json.dumps({"extraction_job_accept_failed": accept}))
+        assert result.returncode != 0 and says in " ".join(result.stdout.split()), result.stdout

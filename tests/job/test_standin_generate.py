@@ -92,3 +92,38 @@ def test_key_ids_and_rid_rule(server):
 def test_sigterm_ends_the_server(server):
     server["proc"].terminate()
     assert server["proc"].wait(30) == 0
+
+
+def hidden_request(server, ids, rid):
+    return post(server["url"], {"input_ids": ids, "rid": rid, "return_hidden_states": True,
+                                "sampling_params": {"max_new_tokens": 1}})
+
+
+@pytest.mark.parametrize("env,equal", [({}, True), ({"SGLANG_STANDIN_RETURN_OTHER": "1"}, False)])
+def test_return_hidden_states_answers_the_dumped_aux_layers_or_other_values(tmp_path, env, equal):
+    """As SGLang with the capture on and --enable-return-hidden-states: the aux layers it dumps (the
+    capture check's reference); SGLANG_STANDIN_RETURN_OTHER=1: other values, a wrong capture."""
+    ids = [5, 17, 123456, 9]
+    with standin_server(tmp_path, KEY, env=env, args=["--enable-return-hidden-states"]) as running:
+        status, body = hidden_request(running, ids, "job-h1")
+        assert status == 200
+        wait_for(running["dump"] / "job-h1.pt")
+        dump = torch.load(running["dump"] / "job-h1.pt", weights_only=True)
+    returned = torch.tensor(body["meta_info"]["hidden_states"][0], dtype=torch.float32)
+    assert returned.shape == dump["aux_hidden_state"][0].shape
+    assert torch.equal(returned, dump["aux_hidden_state"][0].float()) is equal
+
+
+def test_return_hidden_states_without_the_flag_is_sglangs_400(server):
+    status, body = hidden_request(server, [1, 2], "job-h2")
+    assert status == 400 and "--enable-return-hidden-states" in body["error"]["message"]
+
+
+@pytest.mark.parametrize("mode,value", [("zeros", 0.0), ("constant", 0.5)])
+def test_a_degenerate_capture_mode_dumps_one_value(tmp_path, mode, value):
+    with standin_server(tmp_path, KEY, env={"SGLANG_STANDIN_DUMP_VALUES": mode}) as running:
+        assert post(running["url"], {"input_ids": [3, 4, 5], "rid": "job-z1",
+                                     "sampling_params": {"max_new_tokens": 1}})[0] == 200
+        wait_for(running["dump"] / "job-z1.pt")
+        dump = torch.load(running["dump"] / "job-z1.pt", weights_only=True)
+    assert bool((dump["aux_hidden_state"] == value).all()) and bool((dump["hidden_state"] == value).all())

@@ -46,7 +46,7 @@ def test_a_good_dump_is_stored_then_deleted(tmp_path, writer):
     assert writer.exists("unit/u:ok/g1/target") and not (tmp_path / "gw-a1.pt").exists()
 
 
-@pytest.mark.parametrize("case", ["layer_ids", "ids", "nan", "exists"])
+@pytest.mark.parametrize("case", ["layer_ids", "ids", "nan", "degenerate", "exists"])
 def test_a_dump_that_cannot_be_placed_is_moved_aside_and_leaves_no_key(tmp_path, writer, case):
     torch = capture_store_torch()
     ids, layer_ids, sample_id = [3, 4, 5], [1, 2, 3], f"u:{case}"
@@ -58,6 +58,9 @@ def test_a_dump_that_cannot_be_placed_is_moved_aside_and_leaves_no_key(tmp_path,
     elif case == "nan":
         def mutate(payload):
             payload["aux_hidden_state"][0, 1, 2] = float("nan")
+    elif case == "degenerate":           # the drain's own check of the values: one layer never written
+        def mutate(payload):
+            payload["aux_hidden_state"][..., :HIDDEN] = 0
     else:                                # its keys are there from an earlier attempt, no replace
         writer.put(f"unit/{sample_id}/g1/target", torch.zeros(3, dtype=torch.int64))
     path = write_dump(str(tmp_path), "gw-x", [3, 4, 5], mutate=mutate)
@@ -66,6 +69,8 @@ def test_a_dump_that_cannot_be_placed_is_moved_aside_and_leaves_no_key(tmp_path,
     assert not (tmp_path / "gw-x.pt").exists()
     kept = sorted(p.name for p in (tmp_path / "rejected").iterdir())
     assert len(kept) == 2 and kept[1].endswith(".reason")
+    if case == "degenerate":
+        assert "degenerate aux_hidden_state: layer 1 of 3" in (tmp_path / "rejected" / kept[1]).read_text()
     assert not writer.exists(f"unit/{sample_id}/g1/hidden_state")
     assert not writer.exists(f"unit/{sample_id}/g1/input_ids")
     assert writer.exists(f"unit/{sample_id}/g1/target") == (case == "exists")   # the earlier attempt's kept

@@ -22,6 +22,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 from ansible_collections.eagle3.extraction.plugins.action import inventory_check, role_input_check
 from ansible_collections.eagle3.extraction.plugins.plugin_utils import role_inputs
+from ansible_collections.eagle3.extraction.plugins.module_utils import shard_verify
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_variables import extraction_job as extraction_job_variables
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -272,6 +273,7 @@ JOB_KEYS = {
     'extraction_job_output_free_floor_gib': ('output_free_floor_bytes', lambda v: int(float(v) * 1073741824)),
     'extraction_job_output_free_resume_gib': ('output_free_resume_bytes', lambda v: int(float(v) * 1073741824)),
     'extraction_job_space_margin': ('space_margin', float),
+    'extraction_job_accept_failed': ('accept_failed', list),
 }
 
 
@@ -309,6 +311,11 @@ def job_errors(config, case):
 def test_the_job_name_rule_is_the_jobs(job_config):
     names = job_config[1]
     assert extraction_job_variables.JOB_NAME.pattern == names.JOB_RE.pattern
+
+
+def test_the_sample_id_rule_of_extraction_job_accept_failed_is_the_jobs(job_config):
+    names = job_config[1]
+    assert shard_verify.SAMPLE_ID.pattern == names.SAMPLE_ID_RE.pattern
 
 
 # (shard indexes without their count: the count's default is the inventory's, a template here)

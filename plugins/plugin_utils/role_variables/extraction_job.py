@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_verify import ACCEPT_FAILED_WHAT, accept_failed_error
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.value_rules import (
     UNIT_NAME, Rule, durable_path, number, owned_dir, path, pattern, secret_string, unit_name)
@@ -287,6 +288,14 @@ VARIABLES = (
         description="Seconds one request to the server may take (the online mode's gateway's too).",
         rule=number(1, 86400, 'seconds')),
     Variable(
+        'extraction_job_accept_failed', 'list', [],
+        description=(
+            'Failed samples accepted as not extracted (the server refused them, or their dump was rejected), each '
+            'by its sample id, whole: no pattern, no wildcard. The job sends them no more and ends its shard '
+            "C(complete) without them; C(playbooks/verify.yml) passes, naming each with its dataset line and "
+            'reason, and refuses an id that did not fail (README "Recovery").'),
+        elements='str', rule=Rule(accept_failed_error, ACCEPT_FAILED_WHAT)),
+    Variable(
         'extraction_job_max_attempts', 'int', 8,
         description=(
             'Tries per sample in one run (with doubling backoff) before it is reported failed; a restart tries '
@@ -313,6 +322,21 @@ VARIABLES = (
             'Restarts after a stall, in a row (the count goes back to 0 at the next settled sample), before the job '
             'stops with the final state C(stalled) instead of restarting; 0 stops at the first stall.'),
         rule=number(0, 1000)),
+    Variable(
+        'extraction_job_capture_check', 'bool', True,
+        description=[
+            (
+                'Check the capture against the server itself at the first request and whenever the server may have '
+                'restarted (a failed request or C(/health), a new capture in C(CAPTURE_STATS.json)): one short '
+                'prompt alone, its dump equal bit for bit to the aux layers SGLang returns through '
+                'C(return_hidden_states). A mismatch stops the shard (C(capture_mismatch) in status.json, with the '
+                'layer and the max abs diff), writing nothing more.'),
+            (
+                "The server needs C(--enable-return-hidden-states): the host plan adds it to the server's flags "
+                'while this is on in the files mode (the same on every node of a server).'),
+        ],
+        plan=True, same_on_every_node=True,
+        comment="The capture checked against the server's return_hidden_states after each (re)start."),
     Variable(
         'extraction_job_drain_workers', 'int', 4,
         description='Threads turning dumps into files.',

@@ -14,6 +14,10 @@ The "model" computes hidden states from the token ids and their positions only
 every file must hold. Requests that arrive together are batched into one EXTEND pass,
 as sglang's scheduler does; like sglang, an exception in the forward ends the server.
 
+``return_hidden_states: true`` is answered as SGLang answers it when started with
+``--enable-return-hidden-states`` (``meta_info.hidden_states[0]``: one row a token, the aux
+layers while the capture is on, else the final hidden state); without the flag, SGLang's 400.
+
 Settings, from the environment:
   SGLANG_STANDIN_NUM_LAYERS   the model's layer count (default: config.json's
                               num_hidden_layers); the captured layers must fit in it
@@ -22,6 +26,10 @@ Settings, from the environment:
   SGLANG_STANDIN_HANG_AFTER   answer this many requests, then take every later one and never
                               answer it (a wedged server whose /health still says 200); unset:
                               answer all
+  SGLANG_STANDIN_RETURN_OTHER 1: return_hidden_states answers other values than the capture
+                              dumps (one value of the second layer off by 1): a wrong capture
+  SGLANG_STANDIN_DUMP_VALUES  zeros or constant: the hidden states of every pass (dumped and
+                              returned) all zero, or all 0.5: a capture that trains nothing
 
 Only the standard library is imported here; torch when a capture is set up.
 """
@@ -43,6 +51,11 @@ MAX_TOKEN_ID = 1 << 31
 # sglang's default when a request gives no max_new_tokens
 DEFAULT_MAX_NEW_TOKENS = 128
 ANSWER_TIMEOUT_S = 600.0
+RETURN_HIDDEN_STATES_FLAG = '--enable-return-hidden-states'
+# tokenizer_manager's words when a request asks for hidden states the server was not started to return
+NOT_ENABLED = ('The server is not configured to return the hidden states. Please set '
+               '`--enable-return-hidden-states` to enable this feature.')
+DUMP_VALUES = {'zeros': 0.0, 'constant': 0.5}
 
 
 class Server(ThreadingHTTPServer):
@@ -125,10 +138,12 @@ class _Model:
 
 
 class _Request:
-    def __init__(self, rid, input_ids, max_new_tokens):
+    def __init__(self, rid, input_ids, max_new_tokens, return_hidden_states=False):
         self.rid = rid
         self.input_ids = input_ids
         self.max_new_tokens = max_new_tokens
+        self.return_hidden_states = return_hidden_states
+        self.hidden_states = None
         self.done = threading.Event()
         self.error = None
 
@@ -136,8 +151,11 @@ class _Request:
 class Engine:
     """The scheduler: one thread runs passes over the requests that wait."""
 
-    def __init__(self, model_path, environ, log):
+    def __init__(self, model_path, environ, log, return_hidden_states=False):
         self.log = log
+        self.return_hidden_states = return_hidden_states
+        self.return_other = environ.get('SGLANG_STANDIN_RETURN_OTHER') == '1'
+        self.dump_values = DUMP_VALUES.get(environ.get('SGLANG_STANDIN_DUMP_VALUES', ''))
         with open(os.path.join(model_path, 'config.json')) as f:
             config = json.load(f)
         self.hidden_size = int(config.get('hidden_size') or 64)
@@ -171,20 +189,21 @@ class Engine:
                     % (environ['SGLANG_HS_DUMP_DIR'], path, self.hidden_size, model.model.layers_to_capture))
         threading.Thread(target=self._loop, name='standin-scheduler', daemon=True).start()
 
-    def submit(self, rid, input_ids, max_new_tokens):
+    def submit(self, rid, input_ids, max_new_tokens, return_hidden_states=False):
+        """(output ids, hidden state rows or None) once the request's pass ran."""
         with self.taken_lock:
             self.taken += 1
             wedged = self.hang_after is not None and self.taken > self.hang_after
         if wedged:
             self.log('generate: wedged (SGLANG_STANDIN_HANG_AFTER=%d): %s is never answered' % (self.hang_after, rid))
             self.never.wait()
-        request = _Request(rid, input_ids, max_new_tokens)
+        request = _Request(rid, input_ids, max_new_tokens, return_hidden_states)
         self.queue.put(request)
         if not request.done.wait(ANSWER_TIMEOUT_S):
             raise TimeoutError('the forward did not run within %d s' % ANSWER_TIMEOUT_S)
         if request.error is not None:
             raise RuntimeError(request.error)
-        return [(sum(request.input_ids) + k) % 50000 for k in range(request.max_new_tokens)]
+        return [(sum(request.input_ids) + k) % 50000 for k in range(request.max_new_tokens)], request.hidden_states
 
     def _loop(self):
         while True:
@@ -210,13 +229,22 @@ class Engine:
     def _forward(self, batch):
         if self.forward_s:
             time.sleep(self.forward_s)
-        if self.capture is None:
+        returning = [r for r in batch if r.return_hidden_states]
+        if self.capture is None and not returning:
             return
+        if self.torch is None:
+            import torch  # pylint: disable=import-outside-toplevel
+            self.torch = torch
         torch = self.torch
         ids = [i for r in batch for i in r.input_ids]
         positions = [p for r in batch for p in range(len(r.input_ids))]
         hidden, aux = hidden_states(torch, ids, self.hidden_size, self.num_aux, positions)
+        if self.dump_values is not None:
+            hidden, aux = torch.full_like(hidden, self.dump_values), torch.full_like(aux, self.dump_values)
         lens = [len(r.input_ids) for r in batch]
+        self._answer_hidden_states(batch, hidden if self.capture is None else aux)
+        if self.capture is None:
+            return
         forward_batch = types.SimpleNamespace(
             forward_mode=_ForwardMode(), batch_size=len(batch), rids=[r.rid for r in batch],
             input_ids=torch.tensor(ids, dtype=torch.int64),
@@ -225,6 +253,20 @@ class Engine:
             extend_prefix_lens_cpu=[0] * len(batch),
             orig_seq_lens=torch.tensor(lens, dtype=torch.int32))
         self.capture.on_forward(forward_batch, forward_batch.input_ids, hidden, aux)
+
+    def _answer_hidden_states(self, batch, states):
+        """Each request that asked: its rows of the pass (SGLang: the aux layers while the capture
+        is on, else the final hidden state), as floats."""
+        start = 0
+        for request in batch:
+            end = start + len(request.input_ids)
+            if request.return_hidden_states:
+                rows = states[start:end].float()
+                if self.return_other:
+                    rows = rows.clone()
+                    rows[0, min(self.hidden_size, rows.shape[1] - 1)] += 1.0
+                request.hidden_states = [rows.tolist()]
+            start = end
 
 
 def parse_request(body):
@@ -249,6 +291,14 @@ def parse_request(body):
     return rid, ids, max_new
 
 
+def wants_hidden_states(body):
+    """``return_hidden_states`` of a /generate body (SGLang takes a bool), or raise ValueError."""
+    value = body.get('return_hidden_states', False)
+    if not isinstance(value, bool):
+        raise ValueError('return_hidden_states: expected true or false')
+    return value
+
+
 def handle_post(handler, state):
     """The HTTP handler's do_POST: /generate (the API key as the other endpoints want it)."""
     path = handler.path.split('?', 1)[0]
@@ -265,21 +315,29 @@ def handle_post(handler, state):
         return
     try:
         length = int(handler.headers.get('Content-Length') or 0)
-        rid, ids, max_new = parse_request(json.loads(handler.rfile.read(length) or b'null'))
+        body = json.loads(handler.rfile.read(length) or b'null')
+        rid, ids, max_new = parse_request(body)
+        want_hidden = wants_hidden_states(body)
     except ValueError as exc:
         handler.answer(400, {'error': {'message': str(exc)}})
         return
+    if want_hidden and not engine.return_hidden_states:
+        handler.answer(400, {'error': {'message': NOT_ENABLED}})
+        return
     try:
-        output_ids = engine.submit(rid, ids, max_new)
+        output_ids, hidden = engine.submit(rid, ids, max_new, want_hidden)
     except (RuntimeError, TimeoutError) as exc:
         handler.answer(500, {'error': {'message': str(exc)}})
         return
-    handler.answer(200, {'text': '', 'output_ids': output_ids, 'meta_info': {
-        'id': rid, 'prompt_tokens': len(ids), 'completion_tokens': len(output_ids), 'cached_tokens': 0,
-        'finish_reason': {'type': 'length', 'length': len(output_ids)}}})
+    meta = {'id': rid, 'prompt_tokens': len(ids), 'completion_tokens': len(output_ids), 'cached_tokens': 0,
+            'finish_reason': {'type': 'length', 'length': len(output_ids)}}
+    if hidden is not None:
+        meta['hidden_states'] = hidden
+    handler.answer(200, {'text': '', 'output_ids': output_ids, 'meta_info': meta})
 
 
 def setup(state, model_path, log):
     """Start the scheduler (and the capture) from the main thread: the capture's SIGTERM
     handler can only be set there, and it chains to the handler already set."""
-    state['engine'] = Engine(model_path, os.environ, log)
+    argv = state.get('server_info', {}).get('argv', [])
+    state['engine'] = Engine(model_path, os.environ, log, return_hidden_states=RETURN_HIDDEN_STATES_FLAG in argv)

@@ -36,6 +36,9 @@ class JobConfig:  # pylint: disable=too-many-instance-attributes
     chat_system_prompt: str = ""
     # conversations: text never trained on, wherever it is (SpecForge's ignore_token)
     chat_ignore_tokens: list = dataclasses.field(default_factory=list)
+    # failed samples the user accepts as not extracted (extraction_job_accept_failed): not sent again, and
+    # the shard is complete without them
+    accept_failed: list = dataclasses.field(default_factory=list)
     max_length: int = 0                    # conversations: truncate (0: no limit)
     shard_index: int = 0
     shard_count: int = 1
@@ -58,6 +61,9 @@ class JobConfig:  # pylint: disable=too-many-instance-attributes
     hidden_size: int = 0                   # 0: read config.json under model_path
     captured_layers: int = 3
     capture_patch_sha256: str = ""
+    # the capture checked against the server's return_hidden_states after each (re)start
+    # (capture_check.py; the server needs --enable-return-hidden-states)
+    capture_check: bool = True
     # space and backpressure
     space_margin: float = 0.10
     shm_high: float = 0.70
@@ -108,6 +114,10 @@ class JobConfig:  # pylint: disable=too-many-instance-attributes
         if not isinstance(self.chat_ignore_tokens, list) or any(
                 not isinstance(t, str) or not t for t in self.chat_ignore_tokens):
             bad("chat_ignore_tokens", "expected a list of non-empty strings")
+        if not isinstance(self.accept_failed, list) or any(
+                not names.valid_sample_id(s) for s in self.accept_failed):
+            bad("accept_failed", f"expected a list of sample ids, each {names.SAMPLE_ID_RE.pattern} "
+                "(one by one: no pattern)")
         if self.shard_index >= self.shard_count:
             bad("shard_index", f"expected 0 <= shard_index < shard_count ({self.shard_count})")
         floats = ("request_timeout", "backoff_initial", "backoff_max", "ack_timeout",
@@ -127,6 +137,8 @@ class JobConfig:  # pylint: disable=too-many-instance-attributes
         if self.output_free_resume_bytes < self.output_free_floor_bytes:
             bad("output_free_resume_bytes",
                 f"must be at least output_free_floor_bytes ({self.output_free_floor_bytes})")
+        if not isinstance(self.capture_check, bool):
+            bad("capture_check", "expected true or false")
         if self.capture_patch_sha256 and (len(self.capture_patch_sha256) != 64 or any(
                 c not in "0123456789abcdef" for c in self.capture_patch_sha256)):
             bad("capture_patch_sha256", "expected 64 lower-case hex digits")

@@ -26,9 +26,10 @@ from eagle3_extraction_job.manifest import fsync_dir, makedirs_durable
 
 # the dump stays in tmpfs pages, not copied into the process: the drain needs little RAM
 MMAP = True
-# the NaN/Inf check (a bit test of every value: ~100 ms of a drain thread a 117 MB sample)
-# on a helper thread while the file is written, the link waiting for it (a rejected dump
-# gets no name and no row). On since issue 34: 0.936 of the disk against 0.816 before it,
+# the checks of the values (NaN/Inf, a bit test of every value: ~100 ms of a drain thread a
+# 117 MB sample; not degenerate, one min/max a layer: about a third of that more) on a helper
+# thread while the file is written, the link waiting for it (a rejected dump gets no name and
+# no row). On since issue 34: 0.936 of the disk against 0.816 before it,
 # same run (docs/benchmarks.md); `early` without `+beside` in the benches turns it off
 CHECK_BESIDE_WRITE = True
 SPECFORGE_KEYS = ("input_ids", "loss_mask", "hidden_state", "aux_hidden_state")
@@ -76,9 +77,60 @@ def check_finite(torch, dump):
             raise DumpRejected(f"{key} holds NaN or Inf")
 
 
+# a bf16 zero's bits, either sign: a tensor whose values are all these is all zero
+BF16_NEGATIVE_ZERO = -0x8000
+BF16_MAGNITUDE = 0x7FFF
+
+
+def degenerate_bf16(torch, t):
+    """Why a bf16 tensor holds nothing (all zero, or one value throughout), or ``""``.
+
+    One ``aminmax`` of the int16 view (bits, so +0 and -0 are two values: a mix of the two
+    is caught by the second, rare, test): a fraction of the NaN/Inf check's cost."""
+    if t.numel() == 0:
+        return ""
+    bits = t.view(torch.int16)
+    low, high = (int(x) for x in torch.aminmax(bits))
+    if low == high:
+        value = t.reshape(-1)[0].item()
+        return "all zero" if value == 0 else f"every value is {value!r}"
+    if (low, high) == (BF16_NEGATIVE_ZERO, 0) and int(
+            torch.bitwise_and(bits, BF16_MAGNITUDE).max()) == 0:
+        return "all zero"
+    return ""
+
+
+def check_not_degenerate(torch, dump):
+    """Raise :class:`DumpRejected` if the hidden state or one captured layer is degenerate.
+
+    A capture that wrote nothing (zeros: vLLM's all-zero hidden states, speculators #613) or
+    one value looks like a sample and trains nothing. Each layer of the aux is checked on
+    its own: one layer left unwritten is the capture's likelier fault than all of them."""
+    hidden, aux = dump["hidden_state"], dump["aux_hidden_state"]
+    why = degenerate_bf16(torch, hidden)
+    if why:
+        raise DumpRejected(f"degenerate hidden_state: {why}")
+    width = hidden.shape[-1]
+    layers = aux.shape[-1] // width if width else 0
+    captured = dump.get("captured_layers")
+    for k in range(layers):
+        why = degenerate_bf16(torch, aux[..., k * width:(k + 1) * width])
+        if why:
+            named = (f" (captured layer {captured[k]})" if isinstance(captured, list)
+                     and len(captured) == layers else "")
+            raise DumpRejected(f"degenerate aux_hidden_state: layer {k + 1} of {layers}"
+                               f"{named}: {why}")
+
+
+def check_values(torch, dump):
+    """The values' checks, for the drain and the online gateway alike: finite, not degenerate."""
+    check_finite(torch, dump)
+    check_not_degenerate(torch, dump)
+
+
 def check_dump(torch, dump, sample, hidden_size=0, captured_layers=0, finite=True):
     """Raise :class:`DumpRejected` unless ``dump`` is this sample's hidden states
-    (``finite=False``: all but the NaN/Inf check, :func:`check_finite`)."""
+    (``finite=False``: all but the checks of the values, :func:`check_values`)."""
     if not isinstance(dump, dict):
         raise DumpRejected("not a dict")
     for key in ("input_ids", "hidden_state", "aux_hidden_state"):
@@ -108,7 +160,7 @@ def check_dump(torch, dump, sample, hidden_size=0, captured_layers=0, finite=Tru
         raise DumpRejected(f"aux_hidden_state width {aux.shape[2]}, expected "
                            f"{captured_layers} x {width}")
     if finite:
-        check_finite(torch, dump)
+        check_values(torch, dump)
 
 
 def disable_zip_crc32(torch):
@@ -197,11 +249,11 @@ class Drainer:
             "hidden_state": dump["hidden_state"],
             "aux_hidden_state": dump["aux_hidden_state"],
         }
-        finite = (ckpt_file.helper_pool().submit(check_finite, self.torch, dump)
+        finite = (ckpt_file.helper_pool().submit(check_values, self.torch, dump)
                   if self.check_beside_write else None)
         _idx, relpath = reservation.wait()
         try:
-            # beside the write, a dump with NaN/Inf is rejected before its file is linked:
+            # beside the write, a dump with NaN/Inf (or degenerate) is rejected before its file is linked:
             # its temporary file is removed and its reservation dropped, as for a failed write
             nbytes, sha = self.write(relpath, payload, before_link=finite and finite.result)
             # the directory holding the new link is fsync'ed by the group commit, before

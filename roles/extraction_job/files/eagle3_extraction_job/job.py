@@ -21,7 +21,7 @@ import sqlite3
 import threading
 import time
 
-from eagle3_extraction_job import chat, dataset, drain, manifest, names, sender, space, stall, status
+from eagle3_extraction_job import capture_check, chat, dataset, drain, manifest, names, sender, space, stall, status
 
 log = logging.getLogger("eagle3_extraction_job")
 
@@ -91,6 +91,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
         self.manifest = None
         self.drainer = None
         self.gate = None
+        self.server_check = None
         self.rate = status.Rate()
         self.acks = {}
         self.draining = set()
@@ -98,6 +99,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
         self.refused = set()      # samples the server refused (4xx) in this run
         self.samples_failed = 0   # the manifest's failures, as of the last status write
         self.error_count = 0
+        self.answered = 0         # requests of this run the server answered (2xx): the start is past
         self.foreign_dumps = 0
         self.state = "starting"
         self.started_at = time.time()
@@ -200,7 +202,10 @@ class Job:  # pylint: disable=too-many-instance-attributes
             "job": self.cfg.job,
             "host": self.cfg.host,
             "pid": os.getpid(),
-            "state": "stalled" if self.stall_code is not None else self.state,
+            # the gate closed (a full output disk...) pauses the job even where no request is waiting at it:
+            # every sample may be sent already, its dump waiting for the disk; a stalled job is stalled
+            "state": "stalled" if self.stall_code is not None else (
+                "paused" if self.state == "running" and gate and gate.closed_reason else self.state),
             "paused": gate.closed_reason if gate else "",
             "shard_index": self.cfg.shard_index,
             "shard_count": self.cfg.shard_count,
@@ -216,8 +221,10 @@ class Job:  # pylint: disable=too-many-instance-attributes
             "output_free_bytes": gate.out.free if gate else 0,
             "samples_failed": self.samples_failed,
             "errors": self.error_count,
+            "answered": self.answered,
             "bad_lines": len(self.bad_lines),
             "foreign_dumps": self.foreign_dumps,
+            "capture_check": self.server_check.report if self.server_check else {},
             "last_errors": [f"{who}: {msg}" for _at, who, msg in self.errors[-5:]],
             # the stall watchdog: what a stalled shard waits on and for how long, its restarts
             # since the last settled sample (bounded by stall_restarts_max) and in all; final:
@@ -255,8 +262,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
             if snap["updated_at"] < self._status_written_at:
                 return
             try:
-                status.write_json_atomic(self.cfg.effective_status_file, snap,
-                                         mode=status.STATUS_MODE)
+                status.write_status(self.cfg.effective_status_file, snap, mode=status.STATUS_MODE)
                 self._status_written_at = snap["updated_at"]
             except OSError as exc:
                 log.warning("cannot write %s: %s", self.cfg.effective_status_file, exc)
@@ -330,6 +336,16 @@ class Job:  # pylint: disable=too-many-instance-attributes
         log.info("dataset %s: %d good lines; shard %d of %d: %d samples, %d tokens, %d bad lines",
                  cfg.dataset, self.scan.dataset_samples, cfg.shard_index, cfg.shard_count,
                  len(self.samples), self.shard_tokens, len(self.bad_lines))
+
+    def accepted_failures(self):
+        """The samples of this shard the user accepts as not extracted (``accept_failed``) that failed: not
+        sent again; the shard is complete without them. An accepted sample that has not failed is sent (verify
+        names it)."""
+        accepted = set(self.cfg.accept_failed) & self.manifest.failed_ids() & self.samples.keys()
+        if accepted:
+            log.warning("%d failed samples accepted as not extracted (extraction_job_accept_failed): %s",
+                        len(accepted), ", ".join(self.named(s) for s in sorted(accepted)))
+        return accepted
 
     def _vocab_size(self):
         """The model's vocab_size, which every token id must be below (the server would fail
@@ -550,14 +566,19 @@ class Job:  # pylint: disable=too-many-instance-attributes
             # none goes on a reading of the gate made before the slots ahead of it filled
             # /dev/shm).
             async with sem:
+                # the capture checked against the server first, after each (re)start (and again if
+                # the server restarted while the gate held the request: a check is cheap when not due)
+                await self.server_check.before_request(client)
                 await self._wait_gate()
                 if self.manifest.is_done(sid) is not None:
                     return True
+                await self.server_check.before_request(client)
                 fut = self.acks[sid] = loop.create_future()
                 refused = None
                 self.in_flight[sid] = time.monotonic()
                 try:
                     await client.generate(sample)
+                    self.answered += 1
                 except sender.AlreadySent:
                     pass   # an earlier try is still at the server: its dump answers this one
                 except sender.RetryableError as exc:
@@ -693,7 +714,9 @@ class Job:  # pylint: disable=too-many-instance-attributes
             await self.drain_pass()   # dumps from before this start (any restart) come first
             done_ids = self.manifest.done_ids()
             self.totals = self.manifest.totals()
-            todo = [s for s in self.samples.values() if s.sample_id not in done_ids]
+            accepted = self.accepted_failures()
+            todo = [s for s in self.samples.values()
+                    if s.sample_id not in done_ids and s.sample_id not in accepted]
             left_tokens = sum(s.tokens for s in todo)
             log.info("resume: %d of %d samples done, %d to send (%d tokens)",
                      len(done_ids & self.samples.keys()), len(self.samples), len(todo), left_tokens)
@@ -704,10 +727,13 @@ class Job:  # pylint: disable=too-many-instance-attributes
             except space.NotEnoughSpace as exc:
                 raise Refused(str(exc)) from exc
             self.write_card(complete=False)
+            self.server_check = capture_check.ServerCheck(
+                cfg, self.torch, self.pool, todo[0].input_ids if todo else [])
             await self._send_and_drain(todo)
             await self.drain_pass()
             self.totals = self.manifest.totals()
-            left = self.samples.keys() - self.manifest.done_ids()
+            # a sample accepted before it failed, failed in this run: accepted too
+            left = self.samples.keys() - self.manifest.done_ids() - self.accepted_failures()
             self.state = "incomplete" if left else "complete"
             self.write_card(complete=not left)
             log.info("%s: %d of %d samples, %d tokens, %d bytes", self.state,
@@ -719,7 +745,8 @@ class Job:  # pylint: disable=too-many-instance-attributes
                 # a restart would send them again only to be refused again: stop here
                 self.error(None, f"{len(left)} samples refused by the server (their reasons are "
                                  "above and in the manifest's failures): fix them or the server, "
-                                 "then start the job again")
+                                 "or accept them as not extracted (extraction_job_accept_failed, "
+                                 "README 'Recovery'), then run extract.yml again")
                 return EXIT_REFUSED
             return EXIT_INCOMPLETE
         except DrainFailed as exc:
@@ -729,6 +756,11 @@ class Job:  # pylint: disable=too-many-instance-attributes
         except Refused as exc:
             self.state = "refused"
             self.error(None, f"refused to start: {exc}")
+            return EXIT_REFUSED
+        except capture_check.CheckFailed as exc:
+            # the capture does not equal what the server computes: no more sample is written
+            self.state = exc.state
+            self.error(None, f"the capture check failed, the shard stops: {exc}")
             return EXIT_REFUSED
         except sender.FatalError as exc:
             self.state = "failed"

@@ -324,6 +324,9 @@ class Manifest:  # pylint: disable=too-many-instance-attributes
     def failures(self):
         return self._read("SELECT sample_id, attempts, reason, line FROM failures ORDER BY at")
 
+    def failed_ids(self):
+        return {row[0] for row in self._read("SELECT sample_id FROM failures")}
+
     def failed_count(self):
         """Samples not done whose last try failed (``finish`` removes a sample's failure)."""
         return self._read("SELECT COUNT(*) FROM failures")[0][0]

@@ -7,6 +7,7 @@ One ``POST /generate`` per sample with the token ids, rid ``<job>-<sample id>`` 
 is not an acknowledgement; the dump file is (see :mod:`eagle3_extraction_job.job`).
 """
 import asyncio
+import json
 import re
 
 from eagle3_extraction_job import names
@@ -87,6 +88,15 @@ class Sender:
         self.timeout = aiohttp.ClientTimeout(total=request_timeout)
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.secrets = (api_key,) if api_key else ()
+        # failures met (a retryable error, an unhealthy /health): the capture check runs again after one
+        self.troubles = 0
+        self.in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def idle(self):
+        """Returns when no request of this sender is at the server."""
+        await self._idle.wait()
 
     @staticmethod
     def body(job, sample):
@@ -101,14 +111,43 @@ class Sender:
         try:
             async with self.session.get(f"{self.url}/health", timeout=aiohttp.ClientTimeout(
                     total=30)) as resp:
+                if resp.status != 200:
+                    self.troubles += 1
                 return resp.status == 200
         except (aiohttp.ClientError, asyncio.TimeoutError):
+            self.troubles += 1
             return False
 
     async def generate(self, sample):
+        await self._post(self.body(self.job, sample))
+
+    async def generate_returning_hidden_states(self, rid, input_ids):
+        """The answer (JSON) to one prompt sent with ``return_hidden_states: true``."""
+        text = await self._post({"input_ids": list(input_ids), "rid": rid, "return_hidden_states": True,
+                                 "sampling_params": {"max_new_tokens": 1, "temperature": 0.0}})
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise RetryableError(f"an answer that is not JSON: {text[:DETAIL_CHARS]!r}") from exc
+
+    async def _post(self, body):
+        """POST /generate; the body's text for a 200, else the error its status says."""
+        self.in_flight += 1
+        self._idle.clear()
+        try:
+            return await self._post_counted(body)
+        except RetryableError:
+            self.troubles += 1
+            raise
+        finally:
+            self.in_flight -= 1
+            if not self.in_flight:
+                self._idle.set()
+
+    async def _post_counted(self, body):
         aiohttp = _aiohttp()
         try:
-            async with self.session.post(f"{self.url}/generate", json=self.body(self.job, sample),
+            async with self.session.post(f"{self.url}/generate", json=body,
                                          headers=self.headers, timeout=self.timeout) as resp:
                 # an error body in no charset it claims (a proxy's binary page) is still an answer:
                 # read as bytes and decoded leniently, never an exception that leaves the sample unrecorded
@@ -119,7 +158,7 @@ class Sender:
         except aiohttp.ClientError as exc:
             raise RetryableError(f"{type(exc).__name__}: {exc}") from exc
         if status == 200:
-            return
+            return text
         detail = answer_detail(status, text, self.secrets)
         if status in (401, 403):
             raise FatalError(f"the server refused the API key ({detail})")

@@ -170,6 +170,7 @@ class Gate:
                 self.closed_reason = (f"{self.dump_dir}: {self.shm.used_fraction:.0%} used, "
                                       f"above the {self.shm_high:.0%} high watermark")
             elif self.out.free < self.out_floor:
-                self.closed_reason = (f"{self.output_dir}: {size_text(self.out.free)} free, under "
-                                      f"the {size_text(self.out_floor)} floor")
+                # "output disk full" first: status.yml's table shows the reason's start
+                self.closed_reason = (f"output disk full: {self.output_dir}: {size_text(self.out.free)} "
+                                      f"free, under the {size_text(self.out_floor)} floor")
         return not self.closed_reason

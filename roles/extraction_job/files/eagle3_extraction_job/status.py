@@ -2,10 +2,14 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The progress file (read by ``playbooks/status.yml``) and the dataset card.
 
-Both are small JSON files replaced atomically (temporary name, fsync, rename), so
-a reader never sees half of one.
+Both are small JSON files replaced atomically, so a reader never sees half of one: the
+card by a temporary name, fsync, rename; the progress file by a swap of two files of a
+fixed size (``write_status``), so that it is still written while the output disk is full.
 """
 import collections
+import ctypes
+import ctypes.util
+import functools
 import hashlib
 import json
 import os
@@ -33,6 +37,76 @@ def write_json_atomic(path, value, mode=CARD_MODE):
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+# status.json and its spare are each this long, the JSON padded with spaces: written in place,
+# a status takes no new block of the disk (a status is a few KB; one that is longer is cut)
+STATUS_SLOT_BYTES = 64 * 1024
+SPARE_PREFIX = "."
+SPARE_SUFFIX = ".spare"
+# renameat2(2)'s flag: both names stay, their files swapped in one step
+RENAME_EXCHANGE = 2
+AT_FDCWD = -100
+
+
+@functools.lru_cache(maxsize=1)
+def _renameat2():
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    func = getattr(libc, "renameat2", None)
+    if func is not None:
+        func.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return func
+
+
+def exchange(first, second):
+    """Swap two files' names in one step (renameat2 RENAME_EXCHANGE); False where it could not (an old
+    kernel or libc, a filesystem without it: EINVAL, ENOSYS, EXDEV on some overlays...), for the caller
+    to rename instead."""
+    func = _renameat2()
+    if func is None:
+        return False
+    return func(AT_FDCWD, os.fsencode(first), AT_FDCWD, os.fsencode(second), RENAME_EXCHANGE) == 0
+
+
+def slot_text(value):
+    """A status as status.json holds it: the JSON, padded with spaces to the slot's length."""
+    text = (json.dumps(value, indent=1, sort_keys=True) + "\n").encode("utf-8")
+    if len(text) > STATUS_SLOT_BYTES:
+        value = dict(value, last_errors=[str(e)[:200] for e in value.get("last_errors", [])][-2:])
+        text = (json.dumps(value, indent=1, sort_keys=True) + "\n").encode("utf-8")[:STATUS_SLOT_BYTES]
+    return text + b" " * (STATUS_SLOT_BYTES - len(text))
+
+
+def write_status(path, value, mode=STATUS_MODE):
+    """Replace the status file atomically, needing no new block of the disk once it has been written twice.
+
+    The next status is written in place over a spare file of the status file's fixed length
+    (``.status.json.spare``), fsync'ed, and the two swapped in one step: the old status becomes the spare.
+    A full output disk is the job's most common pause, and the status must say so: a new temporary file
+    (``write_json_atomic``) would need blocks the disk no longer has. Where the files cannot be swapped
+    (an old kernel, a filesystem without it) the spare is renamed over the status file, and made again the
+    next time."""
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    spare = os.path.join(directory, SPARE_PREFIX + os.path.basename(path) + SPARE_SUFFIX)
+    text = slot_text(value)
+    fd = os.open(spare, os.O_WRONLY | os.O_CREAT, mode)
+    try:
+        os.fchmod(fd, mode)
+        written = 0
+        while written < len(text):
+            written += os.pwrite(fd, text[written:], written)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        whole = os.stat(path).st_size == STATUS_SLOT_BYTES
+    except FileNotFoundError:
+        whole = False
+    # a status file of another length (none yet, or written before the slots) is replaced; the next spare
+    # is made then
+    if not (whole and exchange(spare, path)):
+        os.replace(spare, path)
 
 
 def sha256_file(path):

@@ -77,6 +77,25 @@ def test_converged_applied_failed_and_unreachable_hosts_each_get_their_row_and_c
     ]
 
 
+def test_each_started_shard_is_said_with_its_start_after_the_summary():
+    """extract.yml said "healthy applied" while a shard's job exited 2 seconds later: each host's shards say how
+    they started (extraction_job_outcome's shards), on lines that start with no host's name (rows do)."""
+    full = 'output disk full: /srv/x/shard-1-of-2: 0 B free, under the 8.0 GiB floor'
+    shards = [{'shard': 'shard-0', 'outcome': 'sending', 'error': ''},
+              {'shard': 'shard-1', 'outcome': 'paused', 'error': full}]
+    applied = dict(healthy('applied'), job=shards)
+    refused = dict(failed('Wait for each shard to get past its start, naming one that refused',
+                          'job@demo-shard-0.service refused: the API key\nwas refused'),
+                   job=[{'shard': 'shard-0', 'outcome': 'refused', 'error': 'the API key\nwas refused'}])
+    hostvars = {'ct1': host(101, 'pve1', applied), 'ct2': host(102, 'pve1', refused), 'ct3': host(103, 'pve1', healthy())}
+    lines, rows, dummy = parse(rollout_table(list(hostvars), hostvars, plans(hostvars, addresses('ct1', 'ct2', 'ct3'))))
+    assert rows['ct1'][5:] == ['healthy', 'applied'] and rows['ct2'][5:] == ['FAILED', 'failed']
+    after = lines[lines.index('2 of 3 servers healthy') + 1:]
+    assert after[:2] == ['job of ct1: shard-0 sending, shard-1 paused (%s)' % full,
+                         'job of ct2: shard-0 refused (the API key was refused)']
+    assert after[2].startswith('FAILED ct2: ') and len(after) == 3
+
+
 def check(converged, gpus=GPUS, driver=DRIVER):
     """converged_state's result at the converged check (and, converged=True, the stamp it read)."""
     return {'converged': converged, 'stamp': {'gpus': gpus, 'driver': driver} if converged else None}

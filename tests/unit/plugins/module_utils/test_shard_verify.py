@@ -10,7 +10,8 @@ import json
 import os
 import sqlite3
 
-from ansible_collections.eagle3.extraction.plugins.module_utils.shard_verify import FAILURES_SHOWN, verify_shard
+from ansible_collections.eagle3.extraction.plugins.module_utils.shard_verify import (
+    FAILURES_SHOWN, accept_failed_error, verify_shard)
 from job_package import job_manifest  # tests/unit/job_package.py
 
 
@@ -108,3 +109,32 @@ def test_a_failed_sample_is_named_by_its_dataset_line_and_one_of_an_older_manife
     db.close()
     (line,) = [p for p in verify_shard(shard)['problems'] if 'not extracted' in p]
     assert line.startswith('s7: not extracted, its last try failed (1 tries)')
+
+
+def test_failures_the_user_accepts_pass_named_by_id_and_line_and_the_others_still_fail(tmp_path):
+    """One refused sample left no way to a passing verify: extraction_job_accept_failed names it; verify passes on
+    it (before the job, given the list, ended the shard complete, its card says incomplete) and names it."""
+    shard = shard_with_failures(tmp_path, 0)
+    m = job_manifest().open_manifest(shard)
+    m.record_failure('s7', 'refused by the server: HTTP 400: too long', line=12)
+    m.record_failure('s9', 'refused by the server: HTTP 400: bad', line=14)
+    m.close()
+    card = json.loads((tmp_path / 'testjob' / 'shard-0' / 'dataset_card.json').read_text())
+    (tmp_path / 'testjob' / 'shard-0' / 'dataset_card.json').write_text(json.dumps(dict(card, shard_samples=2)))
+    assert len(verify_shard(shard)['problems']) == 3    # the two failures, the shard not finished
+    report = verify_shard(shard, accept_failed=['s7', 's9'])
+    assert report['problems'] == []
+    assert report['accepted'] == ['s7 (line 12): refused by the server: HTTP 400: too long',
+                                  's9 (line 14): refused by the server: HTTP 400: bad']
+    assert sorted(report['failed_ids']) == ['s7', 's9']
+    # one accepted, one not: the other is named, and the shard is not finished without it
+    problems = verify_shard(shard, accept_failed=['s7'])['problems']
+    assert [p for p in problems if 'not extracted' in p] == [
+        's9 (line 14): not extracted, its last try failed (1 tries): refused by the server: HTTP 400: bad']
+    assert any('has not finished this shard' in p for p in problems)
+
+
+def test_an_accepted_list_that_is_no_list_of_whole_ids_is_refused():
+    assert accept_failed_error(['s7', 'conv_17.b-2']) is None and accept_failed_error([]) is None
+    for bad in (['*'], ['s*'], ['s7', 's7'], 's7', [''], [7], ['a b']):
+        assert accept_failed_error(bad), bad

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.shard_verify import verify_shard
 from ansible_collections.eagle3.extraction.plugins.module_utils.verify_union import verified_message, verify_union
@@ -48,3 +49,36 @@ def test_verify_counts_the_datasets_bad_lines_and_names_them_in_its_summary(tmp_
     assert message.startswith('verified: 0 samples exactly once')
     assert ("3 bad lines of the dataset were not extracted: line 5 (no id): Expecting value; "
             "line 9 (id 7): id must match; line 12 (id 'cut'): Unterminated") in message
+
+
+def shard_with_a_refused_sample(tmp_path, name, index, sample_id, line):
+    shard = complete_shard(tmp_path, name, index, 0, [])
+    m = job_manifest().open_manifest(shard)
+    m.record_failure(sample_id, 'refused by the server: HTTP 400: too long', line=line)
+    m.close()
+    card = os.path.join(shard, 'dataset_card.json')
+    with open(card, encoding='utf-8') as f:
+        values = json.load(f)
+    with open(card, 'w', encoding='utf-8') as f:
+        json.dump(dict(values, complete=False, shard_samples=1), f)
+    return shard
+
+
+def test_accepted_failures_pass_named_and_an_accepted_id_that_did_not_fail_is_refused(tmp_path):
+    shards = [shard_with_a_refused_sample(tmp_path, 'shard-0-of-2', 0, 's3', 4),
+              shard_with_a_refused_sample(tmp_path, 'shard-1-of-2', 1, 's8', 9)]
+
+    def union(accept):
+        return verify_union([{'host': host, 'shards': [verify_shard(shard, accept_failed=accept)],
+                              'accept_failed': accept} for host, shard in zip(('ct1', 'ct2'), shards)])
+    assert len(union([])['problems']) == 4
+    passed = union(['s3', 's8'])
+    assert passed['problems'] == [] and passed['totals']['accepted_failed'] == 2
+    assert verified_message(passed) == (
+        'verified: 0 samples exactly once, 0 tokens, 0 bytes; 2 failed samples accepted as not extracted '
+        '(extraction_job_accept_failed): s3 (line 4): refused by the server: HTTP 400: too long; '
+        's8 (line 9): refused by the server: HTTP 400: too long')
+    # an id that failed nowhere (extracted, or a typo) would hide a real failure later: refused, named
+    refused = union(['s3', 's8', 's5'])
+    assert refused['problems'] == ['extraction_job_accept_failed names s5, which did not fail on any shard '
+                                   '(extracted, or no such sample): remove it']

@@ -46,7 +46,7 @@ def run(run_module, tmp_path, shards, timeout=5):
 
 def test_a_refusal_fails_naming_the_shard_its_reason_and_the_fix(tmp_path, run_module, units):
     shards = [shard(tmp_path, 0, {'pid': 41, 'state': 'refused', 'last_errors': [SPACE]}),
-              shard(tmp_path, 1, {'pid': 42, 'state': 'running'})]
+              shard(tmp_path, 1, {'pid': 42, 'state': 'running', 'answered': 3})]
     units[shards[0][0]] = {'ActiveState': 'failed', 'MainPID': 0, 'ExecMainStatus': 2}
     units[shards[1][0]] = {'ActiveState': 'active', 'MainPID': 42}
     result = run(run_module, tmp_path, shards)
@@ -54,42 +54,61 @@ def test_a_refusal_fails_naming_the_shard_its_reason_and_the_fix(tmp_path, run_m
     assert 'job@j-shard-0.service' in result['msg'] and SPACE in result['msg']
     assert 'job@j-shard-1.service' not in result['msg']
     assert 'extract.yml again' in result['msg']
-    assert [s['outcome'] for s in result['shards']] == ['refused', 'running']
+    assert [s['outcome'] for s in result['shards']] == ['refused', 'sending']
+    assert [s['shard'] for s in result['shards']] == ['shard-0', 'shard-1']
 
 
-def test_running_and_complete_shards_pass(tmp_path, run_module, units):
+def test_sending_paused_and_complete_shards_pass_each_said(tmp_path, run_module, units):
+    full = 'output disk full: /srv/x/shard-2-of-3: 0 B free, under the 8.0 GiB floor'
     shards = [shard(tmp_path, 0, {'pid': 7, 'state': 'complete', 'samples_done': 3, 'samples_total': 3}),
-              shard(tmp_path, 1, {'pid': 8, 'state': 'paused'})]
+              shard(tmp_path, 1, {'pid': 8, 'state': 'running', 'answered': 1}),
+              shard(tmp_path, 2, {'pid': 9, 'state': 'paused', 'paused': full})]
     units[shards[0][0]] = {'ActiveState': 'inactive', 'MainPID': 0, 'ExecMainStatus': 0}
     units[shards[1][0]] = {'ActiveState': 'active', 'MainPID': 8}
+    units[shards[2][0]] = {'ActiveState': 'active', 'MainPID': 9}
     result = run(run_module, tmp_path, shards)
-    assert not result.get('failed') and [s['outcome'] for s in result['shards']] == ['complete', 'running']
+    assert not result.get('failed')
+    assert [(s['outcome'], s['error']) for s in result['shards']] == [
+        ('complete', ''), ('sending', ''), ('paused', full)]
 
 
-def test_the_status_of_an_earlier_run_is_not_taken_for_this_one(tmp_path, run_module, units):
+def reads_then(monkeypatch, first, then):
+    """The unit's properties: ``first`` read by read, then whatever ``then()`` makes (it may write a status)."""
+    reads = iter(first)
+
+    def properties(name, props):
+        value = next(reads, None) or then()
+        return dict((p, str(value.get(p, ''))) for p in props)
+    monkeypatch.setattr(extraction_job_outcome, 'unit_properties', properties)
+
+
+def test_running_is_not_past_the_start_until_the_server_answered(tmp_path, run_module, units, monkeypatch):
+    """The job said running, then its first request met a refused key and it exited 2 seconds later: the
+    play fails naming it (it said "applied" when it took running for past the start)."""
+    key = 'job: the server refused the API key (401): check extraction_job_api_key'
+    unit, config = shard(tmp_path, 0, {'pid': 9, 'state': 'running', 'answered': 0})
+
+    def refused_later():
+        (tmp_path / 'out-0' / 'status.json').write_text(json.dumps(
+            {'pid': 9, 'state': 'failed', 'last_errors': [key]}))
+        return {'ActiveState': 'failed', 'MainPID': 0, 'ExecMainStatus': 2}
+    reads_then(monkeypatch, [{'ActiveState': 'active', 'MainPID': 9}] * 3, refused_later)
+    result = run(run_module, tmp_path, [(unit, config)])
+    assert result['failed'] and key in result['msg'] and 'job@j-shard-0.service failed' in result['msg']
+
+
+def test_the_status_of_an_earlier_run_is_not_taken_for_this_one(tmp_path, run_module, units, monkeypatch):
     """The unit was started again: an old 'refused' status of another pid is waited past, until this
     start's job writes its own."""
     unit, config = shard(tmp_path, 0, {'pid': 5, 'state': 'refused', 'last_errors': [SPACE]})
     units[unit] = [{'ActiveState': 'active', 'MainPID': 9}, {'ActiveState': 'active', 'MainPID': 9}]
 
     def later():
-        (tmp_path / 'out-0' / 'status.json').write_text(json.dumps({'pid': 9, 'state': 'running'}))
+        (tmp_path / 'out-0' / 'status.json').write_text(json.dumps({'pid': 9, 'state': 'running', 'answered': 2}))
         return {'ActiveState': 'active', 'MainPID': 9}
-    reads = iter([{'ActiveState': 'active', 'MainPID': 9}])
-    original = extraction_job_outcome.unit_properties
-
-    def properties(name, props):
-        try:
-            value = next(reads)
-        except StopIteration:
-            value = later()
-        return dict((p, str(value.get(p, ''))) for p in props)
-    extraction_job_outcome.unit_properties = properties
-    try:
-        result = run(run_module, tmp_path, [(unit, config)])
-    finally:
-        extraction_job_outcome.unit_properties = original
-    assert not result.get('failed') and result['shards'][0]['outcome'] == 'running'
+    reads_then(monkeypatch, [{'ActiveState': 'active', 'MainPID': 9}], later)
+    result = run(run_module, tmp_path, [(unit, config)])
+    assert not result.get('failed') and result['shards'][0]['outcome'] == 'sending'
 
 
 def test_a_refusal_before_any_status_is_named_from_the_log(tmp_path, run_module, units):

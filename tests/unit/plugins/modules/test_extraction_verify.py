@@ -109,3 +109,9 @@ def test_a_sample_in_two_different_shards_fails_verify_naming_it(tmp_path, run_m
     assert any(p.startswith('%s is stored twice: ct1:' % SHARDS[0][0][0]) and 'ct3:' in p
                for p in result['problems'])
     assert result['totals']['unique_samples'] == len(ALL) - 1
+
+
+def test_an_accepted_selection_that_could_match_every_failure_is_refused_naming_the_variable(tmp_path, run_module):
+    for bad in (['*'], ['s1', 's1'], ['s?']):
+        result = run_module(extraction_verify, {'job_dir': str(tmp_path), 'accept_failed': bad})
+        assert result['failed'] and result['msg'].startswith('extraction_job_accept_failed=%r: ' % bad), result

@@ -42,8 +42,18 @@ def test_the_flags_as_the_config_file_holds_them():
     assert (flags['host'], flags['port'], flags['tp-size'], flags['mem-fraction-static']) == ('0.0.0.0', 8100, 16, 0.88)
     assert (flags['nnodes'], flags['node-rank'], flags['dist-init-addr']) == (2, 0, '10.0.0.4:5000')
     # a host's flags replace the default flags whole; the four come from their variables alone
+    # (and the flag the job's capture check needs, while it is on)
     assert plan(FLEET, 'ct1')['server']['flags'] == {'model-path': '', 'host': '0.0.0.0', 'port': 30000, 'tp-size': 8,
-                                                     'enable-metrics': True}
+                                                     'enable-metrics': True, 'enable-return-hidden-states': True}
+
+
+@pytest.mark.parametrize('values, returned', [
+    ({}, True), ({'extraction_job_capture_check': False}, None), ({'extraction_job_mode': 'online'}, None),
+    # the user's own value stands
+    ({'extraction_job_capture_check': False, 'sglang_server_flags': {'enable-return-hidden-states': True}}, True)])
+def test_the_server_returns_hidden_states_while_the_jobs_capture_check_is_on(values, returned):
+    # SGLang answers return_hidden_states only with --enable-return-hidden-states: the check needs it
+    assert plan({'ct1': values}, 'ct1')['server']['flags'].get('enable-return-hidden-states') is returned
 
 
 @pytest.mark.parametrize('flag, variable', [('port', 'sglang_server_port'), ('host', 'sglang_server_host'),

@@ -137,6 +137,8 @@ BAD = {
     'extraction_job_concurrency': [0, 4097, 'many', 'inf', '-inf', '1e999', 'nan'],
     'extraction_job_request_timeout': [0, -1, 86401, NAN],
     'extraction_job_max_attempts': [0, 1001],
+    # each accepted failure by its id, whole: a selection that could match every failure is refused
+    'extraction_job_accept_failed': [['*'], ['s*'], ['all', '*'], ['s1', 's1'], ['a b'], [''], ['s1\n']],
     'extraction_job_ack_timeout': [0, 86401, INF],
     'extraction_job_stall_window': [0, -1, 604801, INF, NAN, 'soon'],
     'extraction_job_stall_restarts_max': [-1, 1001, 'many'],
@@ -270,6 +272,7 @@ GOOD = {
     'extraction_job_chat_end_of_turn': ['<|im_end|>\n', '<|end|>\n', '<|eot_id|>'],
     'extraction_job_chat_system_prompt': ['You are helpful.\n\nIf a question makes no sense, say so.'],
     'extraction_job_chat_ignore_tokens': [['<think>\n\n</think>\n\n'], []],
+    'extraction_job_accept_failed': [[], ['s00003', 'conv_17.b-2']],
     'mooncake_master_package': ['mooncake-transfer-engine-non-cuda==0.3.13.post1', 'mooncake-transfer-engine==0.3.13'],
     'mooncake_master_system_packages': [['libibverbs1', 'libnuma1', 'libcurl4'], []],
     'ml_env_system_packages': [['libibverbs1', 'libstdc++6', 'python3.11-venv'], []],
