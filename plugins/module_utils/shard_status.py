@@ -19,8 +19,12 @@ from ansible_collections.eagle3.extraction.plugins.module_utils.shard_files impo
 STATUS_NUMBERS = ('pid', 'shard_index', 'shard_count', 'samples_total', 'samples_done', 'samples_failed',
                   'tokens_total', 'tokens_done', 'bytes_done', 'tokens_per_s', 'eta_s', 'shm_used_bytes',
                   'shm_total_bytes', 'output_free_bytes', 'errors', 'answered', 'bad_lines', 'foreign_dumps',
-                  'started_at', 'updated_at')
-STATUS_TEXTS = ('job', 'host', 'state', 'paused')
+                  'started_at', 'updated_at', 'stall_restarts', 'stall_restarts_total', 'stall_restarts_max',
+                  'stalled_for_s')
+# stalled: what a stalled shard waits on (the job's stall watchdog, eagle3_extraction_job/stall.py)
+STATUS_TEXTS = ('job', 'host', 'state', 'paused', 'stalled')
+# true or false, nothing else
+STATUS_FLAGS = ('stall_final',)
 # the job's last errors a status keeps
 LAST_ERRORS = 5
 
@@ -45,6 +49,7 @@ def status_fields(raw):
         raise ValueError('not a JSON object')
     status = dict((key, _number(key, raw[key])) for key in STATUS_NUMBERS if raw.get(key) is not None)
     status.update((key, str(raw[key])) for key in STATUS_TEXTS if key in raw)
+    status.update((key, raw[key] is True) for key in STATUS_FLAGS if key in raw)
     errors = raw.get('last_errors')
     status['last_errors'] = [str(e) for e in errors or []][:LAST_ERRORS] if isinstance(errors, list) else []
     return status

@@ -49,10 +49,30 @@ def _eta(status):
     return 'stopped' if _stopped_unfinished(status) else _duration(status.get('eta_s'))
 
 
+def _stall_restarts(status):
+    """'restart 2 of 3': the job's restarts after a stall since its last settled sample."""
+    return 'restart %d of %d' % (status.get('stall_restarts') or 0, status.get('stall_restarts_max') or 0)
+
+
+def _stalled(status):
+    """A stalled shard (the job's stall watchdog): what it waits on, and whether the job restarts
+    itself or has stopped for good (README "Recovery" says what to do)."""
+    if status.get('stall_final'):
+        then = 'stopped after %d restarts' % (status.get('stall_restarts') or 0)
+    else:
+        then = _stall_restarts(status)
+    return 'stalled, %s: %s' % (then, (status.get('stalled') or '?')[:60])
+
+
 def _state(status):
     state = status.get('state', '?')
+    if state == 'stalled':
+        return _stalled(status)
     if state in AT_WORK and not status.get('alive'):
         state = 'stopped (was %s)' % state
+    elif state in AT_WORK and status.get('stall_restarts'):
+        # started again after a stall and no sample settled yet
+        state += ' (stall %s)' % _stall_restarts(status)
     if status.get('paused'):
         state += ': ' + status['paused'][:40]
     return state
@@ -96,7 +116,7 @@ def status_table(reports):
     The whole job's ETA is the slowest shard's: they run in parallel.
     """
     rows = [HEADER]
-    totals = dict(dict.fromkeys(SUMMED, 0), tokens_per_s=0.0, eta_s=0, shards=0)
+    totals = dict(dict.fromkeys(SUMMED, 0), tokens_per_s=0.0, eta_s=0, shards=0, stalled=[])
     # the shards the statuses say the job has, and those that reported: a shard that never
     # started (or whose host was not read) has no row, and its samples are in no total
     counts, reported = set(), set()
@@ -113,10 +133,15 @@ def status_table(reports):
             _add_shard(totals, s)
             counts.add(s.get('shard_count'))
             reported.add(s.get('shard_index'))
+            if s.get('state') == 'stalled':
+                totals['stalled'].append('%s/%s' % (report['host'], s.get('shard_index', '?')))
     rows.append(_total_row(totals))
     expected = max((c for c in counts if isinstance(c, int) and c > 0), default=0)
     totals['shards_missing'] = sorted(set(range(expected)) - reported)
     lines = table_lines(rows)
+    if totals['stalled']:
+        lines.append('STALLED: %s made no progress while the server was healthy (README "Recovery": what it '
+                     'waits on is in its STATE; its log says more)' % ', '.join(totals['stalled']))
     if totals['shards_missing']:
         lines.append('MISSING: shard(s) %s of %d report no status (never started, or its host was not read): '
                      'their samples are in no total' % (', '.join(map(str, totals['shards_missing'])), expected))

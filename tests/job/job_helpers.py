@@ -77,6 +77,9 @@ class StandinServer:
         self.waiting_at_arrival = []  # per request, the dumps still in the dump dir when it arrived
         self.hold = {}              # rid -> seconds the first copy is worked on
         self.in_flight = set()      # rids being worked on: a second copy gets SGLang's 400
+        self.healthy = True         # False: /health answers 503 (a server starting again)
+        self.wedged = False         # True: every request is taken and never answered (until stop)
+        self._stopping = None
         # return_hidden_states, as SGLang started with --enable-return-hidden-states and the capture on:
         # the aux layers it dumps; off: SGLang's 400; return_other: values other than those dumped
         self.hidden_states_enabled = True
@@ -117,6 +120,9 @@ class StandinServer:
         if self.stop_after is not None and len(self.received) >= self.stop_after:
             return web.json_response({"error": "going away"}, status=503)
         self.received.append(rid)
+        if self.wedged:
+            await self._stopping.wait()
+            return web.json_response({"error": "going away"}, status=503)
         if rid in self.refuse:
             status, text = self.refuse[rid]
             if isinstance(text, bytes):   # a body as it comes, in whatever bytes
@@ -136,9 +142,10 @@ class StandinServer:
         return web.json_response({"text": "x", "meta_info": {"id": rid}})
 
     async def health(self, _request):
-        return web.Response(text="ok")
+        return web.Response(text="ok") if self.healthy else web.Response(text="starting", status=503)
 
     async def start(self):
+        self._stopping = asyncio.Event()
         app = web.Application(client_max_size=1 << 26)
         app.router.add_post("/generate", self.generate)
         app.router.add_get("/health", self.health)
@@ -151,6 +158,7 @@ class StandinServer:
         return self
 
     async def stop(self):
+        self._stopping.set()
         await self.runner.cleanup()
 
 

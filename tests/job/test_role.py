@@ -112,6 +112,7 @@ def test_role_installs_configures_and_the_unit_command_extracts(job_dirs):
             "extraction_job_chat_assistant_header": "<|im_start|>assistant\n",
             "extraction_job_chat_end_of_turn": "<|im_end|>\n",
             "extraction_job_chat_ignore_tokens": ["<think>\n\n</think>\n\n"],
+            "extraction_job_stall_window": 42, "extraction_job_stall_restarts_max": 5,
         }
         (tmp / "systemd").mkdir()
         first = run_role(tmp, extra)
@@ -126,7 +127,9 @@ def test_role_installs_configures_and_the_unit_command_extracts(job_dirs):
         assert stat.S_IMODE(os.stat(key_file).st_mode) == 0o600
         assert stat.S_IMODE(os.stat(tmp / "etc").st_mode) == 0o700
         unit = (tmp / "systemd" / "eagle3-extraction-job@.service").read_text()
-        assert KEY not in unit and "RestartPreventExitStatus=2" in unit and "Environment=PYTHONPATH" not in unit
+        assert KEY not in unit and "Environment=PYTHONPATH" not in unit
+        # refused (2) and stalled past the bound (4) are not restarted; stalled (3) and incomplete (1) are
+        assert "\nRestartPreventExitStatus=2 4\n" in unit and "\nRestart=on-failure\n" in unit
         exec_start = [line for line in unit.splitlines() if line.startswith("ExecStart=")][0]
         assert exec_start.endswith(f"-m eagle3_extraction_job run --config {tmp}/etc/%i.json")
         configs = {}
@@ -139,6 +142,7 @@ def test_role_installs_configures_and_the_unit_command_extracts(job_dirs):
             assert (cfg["chat_assistant_header"], cfg["chat_end_of_turn"]) == (
                 "<|im_start|>assistant\n", "<|im_end|>\n")
             assert cfg["chat_ignore_tokens"] == ["<think>\n\n</think>\n\n"]
+            assert (cfg["stall_window"], cfg["stall_restarts_max"]) == (42.0, 5)
             configs[index] = cfg
         assert (tmp / "var" / "testjob.jsonl").read_bytes() == dataset.read_bytes()
 

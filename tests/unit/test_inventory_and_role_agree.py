@@ -265,6 +265,8 @@ JOB_KEYS = {
     'extraction_job_request_timeout': ('request_timeout', float),
     'extraction_job_max_attempts': ('max_attempts', int),
     'extraction_job_ack_timeout': ('ack_timeout', float),
+    'extraction_job_stall_window': ('stall_window', float),
+    'extraction_job_stall_restarts_max': ('stall_restarts_max', int),
     'extraction_job_drain_workers': ('drain_workers', int),
     'extraction_job_shm_high': ('shm_high', float),
     'extraction_job_shm_low': ('shm_low', float),

@@ -308,6 +308,21 @@ VARIABLES = (
             "mode's gateway answers that prompt's row with an error: the producer leases it again)."),
         rule=number(1, 86400, 'seconds')),
     Variable(
+        'extraction_job_stall_window', 'float', 900,
+        description=(
+            'Seconds without a settled sample (a durable file or a recorded failure) while samples are left and the '
+            'server is healthy before the shard counts as stalled (a hung drain, a wedged server, a lost request): '
+            'status shows C(stalled) with what it waits on, and the job restarts itself. The wait for an unhealthy '
+            'server or a full output disk does not count.'),
+        rule=number(1, 604800, 'seconds'),
+        comment='The stall watchdog (README "Recovery").'),
+    Variable(
+        'extraction_job_stall_restarts_max', 'int', 3,
+        description=(
+            'Restarts after a stall, in a row (the count goes back to 0 at the next settled sample), before the job '
+            'stops with the final state C(stalled) instead of restarting; 0 stops at the first stall.'),
+        rule=number(0, 1000)),
+    Variable(
         'extraction_job_capture_check', 'bool', True,
         description=[
             (

@@ -23,6 +23,9 @@ Settings, from the environment:
                               num_hidden_layers); the captured layers must fit in it
   SGLANG_STANDIN_MAX_BATCH    requests in one pass at most (default 32)
   SGLANG_STANDIN_FORWARD_MS   extra milliseconds a pass takes (default 0)
+  SGLANG_STANDIN_HANG_AFTER   answer this many requests, then take every later one and never
+                              answer it (a wedged server whose /health still says 200); unset:
+                              answer all
   SGLANG_STANDIN_RETURN_OTHER 1: return_hidden_states answers other values than the capture
                               dumps (one value of the second layer off by 1): a wrong capture
   SGLANG_STANDIN_DUMP_VALUES  zeros or constant: the hidden states of every pass (dumped and
@@ -159,6 +162,11 @@ class Engine:
         layers = environ.get('SGLANG_STANDIN_NUM_LAYERS') or config.get('num_hidden_layers') or 61
         self.max_batch = int(environ.get('SGLANG_STANDIN_MAX_BATCH', '32'))
         self.forward_s = float(environ.get('SGLANG_STANDIN_FORWARD_MS', '0')) / 1000.0
+        hang_after = environ.get('SGLANG_STANDIN_HANG_AFTER', '')
+        self.hang_after = int(hang_after) if hang_after else None
+        self.taken = 0
+        self.taken_lock = threading.Lock()
+        self.never = threading.Event()
         self.queue = queue.Queue()
         self.torch = None
         self.capture = None
@@ -183,6 +191,12 @@ class Engine:
 
     def submit(self, rid, input_ids, max_new_tokens, return_hidden_states=False):
         """(output ids, hidden state rows or None) once the request's pass ran."""
+        with self.taken_lock:
+            self.taken += 1
+            wedged = self.hang_after is not None and self.taken > self.hang_after
+        if wedged:
+            self.log('generate: wedged (SGLANG_STANDIN_HANG_AFTER=%d): %s is never answered' % (self.hang_after, rid))
+            self.never.wait()
         request = _Request(rid, input_ids, max_new_tokens, return_hidden_states)
         self.queue.put(request)
         if not request.done.wait(ANSWER_TIMEOUT_S):

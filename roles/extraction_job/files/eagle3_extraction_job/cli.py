@@ -7,7 +7,9 @@
 
 Exit status: 0 every sample of the shard is done; 1 some are not (systemd restarts
 the unit, and the restart resumes); 2 refused to start (bad config, not enough
-space, another job's output dir, a refused API key): a restart would not help.
+space, another job's output dir, a refused API key): a restart would not help; 3 stalled (no
+sample settled for the stall window: systemd restarts it, stall.py counts); 4 stalled past the
+bound (stall_restarts_max): not restarted.
 """
 import argparse
 import logging

@@ -71,6 +71,10 @@ class JobConfig:  # pylint: disable=too-many-instance-attributes
     output_free_floor_bytes: int = 8 * 2**30
     output_free_resume_bytes: int = 12 * 2**30
     status_interval: float = 2.0
+    # the stall watchdog (stall.py): no sample settled for this long while samples are left and
+    # the server is healthy is a stall; restarts in a row past the bound stop the job
+    stall_window: float = 900.0
+    stall_restarts_max: int = 3
 
     def __post_init__(self):
         self.validate()
@@ -101,7 +105,8 @@ class JobConfig:  # pylint: disable=too-many-instance-attributes
             bad("server_url", "expected an http:// or https:// URL")
         ints = {"shard_count": 1, "shard_index": 0, "concurrency": 1, "max_attempts": 1,
                 "drain_workers": 1, "captured_layers": 1, "hidden_size": 0, "max_length": 0,
-                "output_free_floor_bytes": 0, "output_free_resume_bytes": 0}
+                "output_free_floor_bytes": 0, "output_free_resume_bytes": 0,
+                "stall_restarts_max": 0}
         for key, minimum in ints.items():
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
@@ -116,7 +121,7 @@ class JobConfig:  # pylint: disable=too-many-instance-attributes
         if self.shard_index >= self.shard_count:
             bad("shard_index", f"expected 0 <= shard_index < shard_count ({self.shard_count})")
         floats = ("request_timeout", "backoff_initial", "backoff_max", "ack_timeout",
-                  "health_timeout", "poll_interval", "status_interval")
+                  "health_timeout", "poll_interval", "status_interval", "stall_window")
         for key in floats:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) \

@@ -13,6 +13,7 @@ was drained.
 """
 import asyncio
 import concurrent.futures
+import contextlib
 import glob
 import logging
 import os
@@ -20,16 +21,22 @@ import sqlite3
 import threading
 import time
 
-from eagle3_extraction_job import capture_check, chat, dataset, drain, manifest, names, sender, space, status
+from eagle3_extraction_job import capture_check, chat, dataset, drain, manifest, names, sender, space, stall, status
 
 log = logging.getLogger("eagle3_extraction_job")
 
 EXIT_COMPLETE = 0
 EXIT_INCOMPLETE = 1
 EXIT_REFUSED = 2
+# no sample settled for the stall window: restarted by systemd, or, past the bound, stopped (stall.py)
+EXIT_STALL_RESTART = stall.EXIT_STALL_RESTART
+EXIT_STALLED = stall.EXIT_STALLED
 
 # a drain that met a full or failing output disk tries that dump again after this long
 DISK_RETRY_S = 5.0
+
+# how long a stalled job waits for its status.json to be written before it goes on ending
+STALLED_STATUS_WRITE_S = 5.0
 
 # the most samples the sender keeps between their request and their durable file
 SEND_WINDOW_MAX = 16384
@@ -71,7 +78,7 @@ def _disk_trouble(exc):
 
 class Job:  # pylint: disable=too-many-instance-attributes
     def __init__(self, cfg, torch, api_key="", tokenizer_factory=None, usage_fn=space.usage,
-                 filesystem_type_fn=space.filesystem_type):
+                 filesystem_type_fn=space.filesystem_type, watchdog_factory=stall.Watchdog):
         self.cfg = cfg
         self.torch = torch
         self.api_key = api_key
@@ -103,6 +110,17 @@ class Job:  # pylint: disable=too-many-instance-attributes
         self._status_lock = threading.Lock()
         self._status_written_at = 0.0
         self._lock_fd = None
+        # the stall watchdog (stall.py) and what it reads: requests at the server and drains
+        # under way, each {sample id: monotonic time it began}
+        self.watchdog_factory = watchdog_factory
+        self.watchdog = None
+        self.in_flight = {}
+        self.drain_started = {}
+        self.stall_waiting_on = ""   # what a stalled shard waits on (stall.waiting_on)
+        self.stall_quiet_s = None
+        self.stall_code = None
+        self._run_task = None
+        self._loop = None
 
     # -- reporting --------------------------------------------------------------
 
@@ -123,6 +141,56 @@ class Job:  # pylint: disable=too-many-instance-attributes
         reason recorded in the manifest, with the sample's line in the dataset."""
         self.error(sample_id, said or reason)
         self.manifest.record_failure(sample_id, reason, line=self.samples[sample_id].line)
+        self._settled()
+
+    # -- the stall watchdog's side (stall.py) -------------------------------------
+
+    def _settled(self):
+        """A sample is done or its failure recorded: progress, for the stall watchdog."""
+        if self.watchdog is not None:
+            self.watchdog.progress()
+
+    def _excused(self, excused=True):
+        """A wait the stall window does not count (see stall.Watchdog.excused)."""
+        if self.watchdog is None or not excused:
+            return contextlib.nullcontext()
+        return self.watchdog.excused()
+
+    def samples_left(self):
+        return self.totals["samples"] < len(self.samples)
+
+    def stall_waits(self):
+        """What the shard waits on, in words (read on the watchdog's thread: copies only)."""
+        in_flight, draining = self.in_flight.copy(), self.drain_started.copy()
+        answered = len(set(self.acks.copy()) - set(in_flight) - set(draining))
+        return stall.waiting_on(in_flight, answered, draining,
+                                len(self.samples) - self.totals["samples"], time.monotonic())
+
+    def stalled(self, reason, code):
+        """The watchdog found a stall (its thread): say so in status.json and the log, and ask
+        the run to end with ``code``."""
+        self.stall_code = code
+        self.state = "stalled"
+        self.error(None, f"stalled: {reason}")
+
+        def write():
+            try:
+                # no new reading of the manifest or the disks (either may be what hangs): the
+                # counters as they are
+                self._write_status_file(self.snapshot())
+            except Exception:  # pylint: disable=broad-except
+                log.exception("cannot write the stalled status")
+        # on a thread of its own: a status write stuck on the disk (holding the status lock)
+        # must not keep the watchdog from ending the process
+        writer = threading.Thread(target=write, name="stalled-status", daemon=True)
+        writer.start()
+        writer.join(STALLED_STATUS_WRITE_S)
+        if self._loop is not None and self._run_task is not None:
+            self._loop.call_soon_threadsafe(self._run_task.cancel)
+
+    def _output_disk_full(self):
+        gate = self.gate
+        return bool(gate and gate.closed_reason and gate.out.free < gate.out_resume)
 
     def snapshot(self):
         gate = self.gate
@@ -135,8 +203,9 @@ class Job:  # pylint: disable=too-many-instance-attributes
             "host": self.cfg.host,
             "pid": os.getpid(),
             # the gate closed (a full output disk...) pauses the job even where no request is waiting at it:
-            # every sample may be sent already, its dump waiting for the disk
-            "state": "paused" if self.state == "running" and gate and gate.closed_reason else self.state,
+            # every sample may be sent already, its dump waiting for the disk; a stalled job is stalled
+            "state": "stalled" if self.stall_code is not None else (
+                "paused" if self.state == "running" and gate and gate.closed_reason else self.state),
             "paused": gate.closed_reason if gate else "",
             "shard_index": self.cfg.shard_index,
             "shard_count": self.cfg.shard_count,
@@ -157,6 +226,15 @@ class Job:  # pylint: disable=too-many-instance-attributes
             "foreign_dumps": self.foreign_dumps,
             "capture_check": self.server_check.report if self.server_check else {},
             "last_errors": [f"{who}: {msg}" for _at, who, msg in self.errors[-5:]],
+            # the stall watchdog: what a stalled shard waits on and for how long, its restarts
+            # since the last settled sample (bounded by stall_restarts_max) and in all; final:
+            # it stopped (the whole reason is in last_errors and the log)
+            "stalled": self.stall_waiting_on,
+            "stalled_for_s": self.stall_quiet_s,
+            "stall_final": self.stall_code == EXIT_STALLED,
+            "stall_restarts": self.watchdog.counts["restarts"] if self.watchdog else 0,
+            "stall_restarts_total": self.watchdog.counts["restarts_total"] if self.watchdog else 0,
+            "stall_restarts_max": self.cfg.stall_restarts_max,
             "started_at": self.started_at,
             "updated_at": time.time(),
         }
@@ -356,6 +434,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
     async def drain_one(self, path, sample_id):
         loop = asyncio.get_running_loop()
         sample = self.samples[sample_id]
+        self.drain_started[sample_id] = time.monotonic()
         try:
             outcome, info = await loop.run_in_executor(self.pool, self.drainer.drain, path,
                                                        sample)
@@ -382,6 +461,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
             return
         finally:
             self.draining.discard(path)
+            self.drain_started.pop(sample_id, None)
         if outcome == "done":
             self.totals = {"samples": self.totals["samples"] + 1,
                            "tokens": self.totals["tokens"] + sample.tokens,
@@ -390,6 +470,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
         self._ack(sample_id, "done")
 
     def _ack(self, sample_id, result):
+        self._settled()
         fut = self.acks.get(sample_id)
         if fut is not None and not fut.done():
             fut.set_result(result)
@@ -455,7 +536,10 @@ class Job:  # pylint: disable=too-many-instance-attributes
             if self.state != "paused":
                 log.warning("paused: %s", self.gate.closed_reason)
             self.state = "paused"
-            await asyncio.sleep(1.0)
+            # the output disk under its floor waits for a person, not for a restart; /dev/shm
+            # over its watermark waits for the drain, which the window watches
+            with self._excused(self._output_disk_full()):
+                await asyncio.sleep(1.0)
         if self.state == "paused":
             log.info("resumed")
         self.state = "running"
@@ -466,7 +550,9 @@ class Job:  # pylint: disable=too-many-instance-attributes
             if time.monotonic() > deadline:
                 raise sender.RetryableError(
                     f"{self.cfg.server_url}/health not 200 for {self.cfg.health_timeout:.0f} s")
-            await asyncio.sleep(2.0)
+            # a server that is not healthy is not a stall of this job (its own unit restarts it)
+            with self._excused():
+                await asyncio.sleep(2.0)
 
     async def send_one(self, client, sem, sample):
         cfg = self.cfg
@@ -489,6 +575,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
                 await self.server_check.before_request(client)
                 fut = self.acks[sid] = loop.create_future()
                 refused = None
+                self.in_flight[sid] = time.monotonic()
                 try:
                     await client.generate(sample)
                     self.answered += 1
@@ -504,6 +591,8 @@ class Job:  # pylint: disable=too-many-instance-attributes
                 except BaseException:
                     self.acks.pop(sid, None)
                     raise
+                finally:
+                    self.in_flight.pop(sid, None)
             if refused is not None:
                 # sending it again will not help (too long for the context, ...): the
                 # sample is recorded as failed with the server's reason; the others go on
@@ -609,9 +698,17 @@ class Job:  # pylint: disable=too-many-instance-attributes
         cfg = self.cfg
         self.pool = concurrent.futures.ThreadPoolExecutor(cfg.drain_workers,
                                                           thread_name_prefix="drain")
+        self._loop, self._run_task = asyncio.get_running_loop(), asyncio.current_task()
         try:
             self.load_dataset()
             self.open_output()
+            self.watchdog = self.watchdog_factory(self, cfg.stall_window, cfg.stall_restarts_max,
+                                                  cfg.output_dir)
+            if self.watchdog.counts["restarts"]:
+                log.warning("started again after %d stalls in a row (at most %d restarts; the "
+                            "count goes back to 0 at the next settled sample)",
+                            self.watchdog.counts["restarts"], cfg.stall_restarts_max)
+            self.watchdog.start()
             self._status_task = asyncio.create_task(self._status_loop())
             self.state = "draining leftovers"
             await self.drain_pass()   # dumps from before this start (any restart) come first
@@ -674,17 +771,32 @@ class Job:  # pylint: disable=too-many-instance-attributes
             self.state = "incomplete"
             self.error(None, f"the server is not answering: {exc}")
             return EXIT_INCOMPLETE
+        except asyncio.CancelledError:
+            if self.stall_code is None:
+                raise
+            # the watchdog ended the run (stall.py): restarted by systemd, or stopped for good
+            self.state = "stalled"
+            return self.stall_code
         finally:
+            stalled = self.stall_code is not None
             if self._status_task:
                 self._status_task.cancel()
                 await asyncio.gather(self._status_task, return_exceptions=True)
             self.write_status()
-            self.pool.shutdown(wait=True)
+            self.pool.shutdown(wait=not stalled, cancel_futures=stalled)
             if self.manifest:
                 self.manifest.close()
             if self._lock_fd is not None:
                 os.close(self._lock_fd)
                 self._lock_fd = None
+            # only now: until the run has ended, the watchdog ends a stalled process that
+            # something holds (a drain blocked in the kernel, a blocked event loop)
+            if self.watchdog is not None:
+                self.watchdog.stop()
 
     def run(self):
-        return asyncio.run(self.run_async())
+        code = asyncio.run(self.run_async())
+        if self.stall_code is not None:
+            # a drain thread may still be blocked: the interpreter's exit would wait for it
+            stall.end_process(code)
+        return code

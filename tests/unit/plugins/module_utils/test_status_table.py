@@ -65,3 +65,35 @@ def test_a_stopped_unfinished_shard_has_no_eta_and_neither_has_the_job():
     done = dict(running, state='complete', alive=False, samples_done=8, eta_s=0)
     table = status_table([{'host': 'ct1', 'statuses': [running, dict(done, shard_index=1), dict(done, shard_index=2)]}])
     assert eta_cells(table) == ['2h00m', '0h00m', '0h00m', '2h00m']
+
+
+def state_cells(table):
+    start, end = table['lines'][0].index('STATE'), table['lines'][0].index('DONE')
+    return [line[start:end].strip() for line in table['lines'][1:]
+            if not line.startswith(('TOTAL', 'STALLED', 'MISSING'))]
+
+
+def test_a_stalled_shard_says_what_it_waits_on_and_whether_it_restarts_never_running():
+    # the job's stall watchdog (eagle3_extraction_job/stall.py): a stalled shard whose process is still
+    # ending is not "running", and one that stopped past the bound says so
+    running = {'shard_index': 0, 'shard_count': 3, 'state': 'running', 'alive': True, 'samples_done': 5,
+               'samples_total': 8, 'tokens_per_s': 100.0, 'eta_s': 60, 'stall_restarts_max': 3}
+    waits = '16 requests sent and unanswered, the oldest for 912 s'
+    restarting = dict(running, shard_index=1, state='stalled', stalled=waits, stall_restarts=1, stall_final=False)
+    stopped = dict(running, shard_index=2, state='stalled', alive=False, stalled='nothing sent (3 samples left)',
+                   stall_restarts=3, stall_final=True)
+    table = status_table([{'host': 'ct1', 'statuses': [running, restarting, stopped]}])
+    assert state_cells(table) == ['running', 'stalled, restart 1 of 3: ' + waits,
+                                  'stalled, stopped after 3 restarts: nothing sent (3 samples left)']
+    assert eta_cells(table)[1:4] == ['stopped', 'stopped', '-']
+    assert table['totals']['stalled'] == ['ct1/1', 'ct1/2']
+    assert table['lines'][-1].startswith('STALLED: ct1/1, ct1/2 made no progress'), table['lines']
+
+
+def test_a_shard_started_again_after_a_stall_shows_its_restart_until_a_sample_settles():
+    running = {'shard_index': 0, 'shard_count': 1, 'state': 'running', 'alive': True, 'samples_done': 5,
+               'samples_total': 8, 'stall_restarts': 2, 'stall_restarts_max': 3}
+    assert state_cells(status_table([{'host': 'ct1', 'statuses': [running]}])) == ['running (stall restart 2 of 3)']
+    settled = dict(running, stall_restarts=0, stall_restarts_total=2)
+    table = status_table([{'host': 'ct1', 'statuses': [settled]}])
+    assert state_cells(table) == ['running'] and not table['lines'][-1].startswith('STALLED')

@@ -140,6 +140,8 @@ BAD = {
     # each accepted failure by its id, whole: a selection that could match every failure is refused
     'extraction_job_accept_failed': [['*'], ['s*'], ['all', '*'], ['s1', 's1'], ['a b'], [''], ['s1\n']],
     'extraction_job_ack_timeout': [0, 86401, INF],
+    'extraction_job_stall_window': [0, -1, 604801, INF, NAN, 'soon'],
+    'extraction_job_stall_restarts_max': [-1, 1001, 'many'],
     'extraction_job_drain_workers': [0, 257],
     'extraction_job_shm_high': [0, 1, 1.5, -0.1],
     'extraction_job_shm_low': [-0.1, 1, 2],
