@@ -156,10 +156,9 @@ def faults(tmp_path_factory):
     for number, attempt in found['attempts'].items():
         attempt.update(channel(run_id, number), progress=progress(reader_attempt_dir(run_id, number)))
         attempt['records'] = [record['sample_id'] for record in records(run_id, number)]
-    found['leftovers'] = dict((name, ct(name, "find %s -type f \\( -name '*.pt' -o -name '*.tmp' \\) | head -20; "
-                                             "find %s/onl -type f -not -path '*gateway-rejected*' 2>/dev/null | head -20"
-                                             % (DUMP_DIR, OUTPUT_ROOT), check=False).stdout.split())
-                              for name in CTS)
+    at_rest = ("find %s -type f \\( -name '*.pt' -o -name '*.tmp' \\) | head -20; "
+               "find %s/onl -type f -not -path '*gateway-rejected*' 2>/dev/null | head -20" % (DUMP_DIR, OUTPUT_ROOT))
+    found['leftovers'] = dict((name, ct(name, at_rest, check=False).stdout.split()) for name in CTS)
     # a dump a gateway could not put while the master was away is kept for a person (data is sacred): at rest, a
     # cost of the fault; counted, then removed (the online run's own check finds none of its own)
     found['rejected'] = dict((name, int(ct(name, "find %s/onl/gateway-rejected -type f -name '*.pt.*' -not -name "
