@@ -44,19 +44,9 @@ KIT=${KIT:-/tmp/kit}
 NVIDIA_SMI=nvidia-smi
 KILL_AT=${KILL_AT:-40}
 mkdir -p "$KIT"
-if [ "$MODE" = extract ] || [ ! -d "$WORK" ]; then
-  # shellcheck source=lab/gpu/lib.sh
-  . lab/gpu/lib.sh   # ansible-core from .whl, the checkout as eagle3.extraction; makes $WORK afresh
-else
-  export ANSIBLE_COLLECTIONS_PATH=$WORK/collections
-  cleanup() { :; }
-  [ -d /tmp/site ] && export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
-fi
-FAILS=0
-fail() { echo "FAIL $*"; FAILS=$((FAILS + 1)); }
-pass() { echo "PASS $*"; }
-# shellcheck source=lab/gpu/real_sglang.sh
-. lab/gpu/real_sglang.sh   # the kit, patch_with_role, start_server, stop_server
+FRESH_WORK=$([ "$MODE" = extract ] && echo 1)
+# shellcheck source=lab/gpu/work_env.sh
+. lab/gpu/work_env.sh   # ansible-core, $WORK, pass/fail, the kit
 MEM_PID=
 stop_all() { [ -z "$MEM_PID" ] || kill "$MEM_PID" 2>/dev/null; stop_server; cleanup; }
 trap stop_all EXIT

@@ -48,20 +48,9 @@ WORK=${SIDE_BY_SIDE_WORK:-/tmp/side_by_side}
 KIT=${KIT:-/tmp/kit}
 NVIDIA_SMI=nvidia-smi
 mkdir -p "$KIT"
-if [ "$MODE" = tensors ] || [ "$MODE" = tensors-ours ] || [ ! -d "$WORK" ]; then
-  # shellcheck source=lab/gpu/lib.sh
-  . lab/gpu/lib.sh   # ansible-core from .whl, the checkout as eagle3.extraction; makes $WORK
-else
-  # a later mode keeps what tensors made in $WORK; only the environment is set again
-  export ANSIBLE_COLLECTIONS_PATH=$WORK/collections
-  cleanup() { :; }
-  [ -d /tmp/site ] && export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
-fi
-FAILS=0
-fail() { echo "FAIL $*"; FAILS=$((FAILS + 1)); }
-pass() { echo "PASS $*"; }
-# shellcheck source=lab/gpu/real_sglang.sh
-. lab/gpu/real_sglang.sh   # the kit, patch_with_role, start_server, stop_server
+FRESH_WORK=$([ "$MODE" = tensors ] || [ "$MODE" = tensors-ours ] && echo 1)
+# shellcheck source=lab/gpu/work_env.sh
+. lab/gpu/work_env.sh   # ansible-core, $WORK, pass/fail, the kit
 trap 'stop_server; cleanup' EXIT
 
 # SpecForge beside the kit: its wheels in a folder of their own, on its PYTHONPATH only
