@@ -214,18 +214,19 @@ def test_the_preflight_refuses_what_is_another_s_and_takes_a_linked_dataset(tmp_
                        % (config / 'linked.key')],
         'foreign_key': ['extraction_job_config_dir/extraction_job_name=%s exists and is not this role\'s: a file nobody'
                         % (config / 'foreign.key')],
-        'user_unit': ['extraction_job_unit gives the unit user@.service, which is not this role\'s: systemd has it'],
-        'getty_unit': ['extraction_job_unit gives the unit getty@.service'],
+        # a unit name of the system's own is refused by the first check, before any dir is looked at
+        'user_unit': ["extraction_job_unit='user' is the name of a unit the system has"],
+        'getty_unit': ["extraction_job_unit='getty' is the name of a unit the system has"],
         'unmarked_unit': ['extraction_job_unit gives the unit file %s, which is not this role\'s' % (systemd / 'mine@.service')],
         'stop_user': ['extraction_job_unit gives the unit user@.service'],
         'missing_dataset': ["extraction_job_dataset='%s' is not a file on the controller" % (tmp_path / 'missing.jsonl')],
         'unset_dataset': ['extraction_job_dataset is not set'],
     }
+    first_check = 'Check every value of the role against its rules'
     tasks = {'stop_user': "Refuse a unit that is not the role's", 'unset_dataset': 'Fail on an unset dataset',
-             'missing_dataset': 'Check every value of the role against its rules'}
+             'missing_dataset': first_check, 'user_unit': first_check, 'getty_unit': first_check}
     # the system's own templates, where this host has them
-    for name in ('user_unit', 'getty_unit', 'stop_user'):
-        unit = expected[name][0].split()[4]
+    for name, unit in (('user_unit', 'user@.service'), ('getty_unit', 'getty@.service'), ('stop_user', 'user@.service')):
         if not any(os.path.exists(os.path.join(d, unit)) for d in ('/usr/lib/systemd/system', '/lib/systemd/system')):
             del expected[name]
     wrong = []
