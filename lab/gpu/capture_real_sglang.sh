@@ -21,7 +21,9 @@
 #          shown; every server's log comes back in bench-servers.tar.gz. A start takes
 #          65 to 90 s: spread the starts over two calls with CAPTURE_BENCH_TAGS and the
 #          same CAPTURE_BENCH_RESULTS file (docs/benchmarks.md). TP=2 runs it with
-#          --tp-size 2 over two GPUs.
+#          --tp-size 2 over two GPUs. A "flags" start is an "on" start with the
+#          server flags the roles add (--enable-return-hidden-states, --enable-metrics):
+#          CAPTURE_BENCH_TAGS="warm on flags on flags" measures what they cost.
 #   profile  where the steady cost goes (capture_profile.py): rounds and torch
 #          profiles of a server without the capture and of one with it, whose parts
 #          are switched off round by round (capture_variants/sitecustomize.py)
@@ -240,7 +242,10 @@ else
     dump=-; [ "$tag" = off ] || dump=$DUMP
     dump_args=(); [ "$tag" = off ] || dump_args=(--dump "$DUMP")
     rounds=3; [ "$tag" = warm ] && rounds=1
-    if start_server "bench-$n-$tag" 30010 "$dump" "$WORK/wide" 1,3,5; then
+    # "flags": the capture on and the two server flags the roles add by default, the capture
+    # check's and Prometheus's (their cost: CAPTURE_BENCH_TAGS="warm on flags on flags ...")
+    flags=(); [ "$tag" = flags ] && flags=(--enable-return-hidden-states --enable-metrics)
+    if start_server "bench-$n-$tag" 30010 "$dump" "$WORK/wide" 1,3,5 "${flags[@]}"; then
       client bench --url http://127.0.0.1:30010 --tag "$tag-$n" --rounds "$rounds" "${dump_args[@]}" \
         || FAILS=$((FAILS + 1))
       grep "^{\"bench\": \"$tag-$n\"" "$WORK/client.log" | tail -1 >>"$RESULTS"
