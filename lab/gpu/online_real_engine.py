@@ -95,35 +95,35 @@ def du(path):
 
 
 def run_yaml(args, work, store):
-    """SpecForge's run config as roles/online_training/templates/run.yaml.j2 makes it (same keys, same
-    meaning); the watermarks from the role's own rule unless given."""
+    """SpecForge's run config as the online_training role writes it: its template (tests/online/run_config.py)
+    with this run's paths, the watermarks from the role's own rule unless given, and the seed, which the role
+    leaves to SpecForge (42) while the files mode's training here runs at ``--seed``: one key set on top."""
     sys.path.insert(0, os.path.join(ROOT, "plugins", "plugin_utils"))
     import online_training  # pylint: disable=import-outside-toplevel,import-error
+    from run_config import render_run_yaml  # pylint: disable=import-outside-toplevel,import-error
+    import yaml  # pylint: disable=import-outside-toplevel
     window = online_training.watermarks(args.segment_bytes, 0.5, args.max_length, args.hidden, args.layers,
                                         online_training.quantum(args.consumer, 1, [0]))
-    high = args.high or window["high"]
-    low = args.low or window["low"]
     attempt = os.path.join(work, "attempt-0001")
-    return {
-        "run_id": args.name, "output_dir": os.path.join(work, "output"),
-        "model": {"target_model_path": args.model, "draft_model_config": args.draft,
-                  "vocab_mapping_path": args.vocab_mapping, "aux_hidden_state_layer_ids": args.layers},
-        "data": {"train_data_path": args.dataset, "max_length": args.max_length, "chat_template": "qwen",
-                 "cache_dir": os.path.join(work, "cache")},
-        "training": {"strategy": "eagle3", "num_epochs": 1, "batch_size": 1, "learning_rate": args.lr,
-                     "max_grad_norm": 0.5, "ttt_length": 7, "save_interval": args.save_interval,
-                     "eval_interval": 0, "log_interval": 1, "attention_backend": "sdpa", "seed": args.seed},
-        "runtime": {"producer_lease": args.lease, "in_flight_high_watermark": high,
-                    "in_flight_low_watermark": low},
-        "tracking": {"report_to": "none"},
-        "deployment": {"mode": "disaggregated", "trainer": {"nnodes": 1, "nproc_per_node": 1},
-                       "disaggregated": {"backend": "mooncake", "control_dir": os.path.join(attempt, "control"),
-                                         "consumer_state_dir": os.path.join(attempt, "consumer-state"),
-                                         "server_urls": [store["gateway_url"]],
-                                         "mooncake_metadata_server": store["metadata_server"],
-                                         "mooncake_master_server_addr": store["master_server_address"],
-                                         "mooncake_protocol": "tcp"}},
-    }
+    text = render_run_yaml(
+        {"aux_layer_ids": args.layers, "server_urls": [store["gateway_url"]],
+         "master": {"metadata_server": store["metadata_server"],
+                    "master_server_address": store["master_server_address"]},
+         "environment": {"MOONCAKE_PROTOCOL": "tcp"}},
+        work, {"high": args.high or window["high"], "low": args.low or window["low"]},
+        {"control_dir": os.path.join(attempt, "control"),
+         "consumer_state_dir": os.path.join(attempt, "consumer-state")},
+        online_training_run_id=args.name, online_training_output_dir=os.path.join(work, "output"),
+        online_training_target_model_path=args.model, online_training_draft_config=args.draft,
+        online_training_vocab_mapping_path=args.vocab_mapping, online_training_dataset=args.dataset,
+        online_training_max_length=args.max_length, online_training_chat_template="qwen",
+        online_training_num_epochs=1, online_training_batch_size=1, online_training_learning_rate=args.lr,
+        online_training_save_interval=args.save_interval, online_training_log_interval=1,
+        online_training_attention_backend="sdpa", online_training_producer_lease=args.lease,
+        online_training_gpus=[0])
+    config = yaml.safe_load(text)
+    config["training"]["seed"] = args.seed
+    return config
 
 
 def start_gateway(args, work, store):

@@ -3,18 +3,14 @@
 """The online_training role's run.yaml, rendered from its template with the role's defaults and with every setting
 a user may change, is a config SpecForge 0.2.0 itself accepts (its own ``load_config``): a variable the role takes
 but SpecForge refuses would fail only once the producer starts, after the install and the units."""
-import json
 import os
 import re
 
-import jinja2
 import pytest
-import yaml
 from specforge.config import load_config
 
-from online_stack import ROOT
+from run_config import ROLE, render_run_yaml
 
-ROLE = os.path.join(ROOT, "roles", "online_training")
 # what the role's tasks hand the template besides its variables (the host plan's online section, the attempt
 # module's dirs, the window filter's watermarks)
 PLAN = {"aux_layer_ids": [1, 29, 57], "server_urls": ["http://10.0.0.1:30100", "http://10.0.0.2:30100"],
@@ -23,23 +19,16 @@ PLAN = {"aux_layer_ids": [1, 29, 57], "server_urls": ["http://10.0.0.1:30100", "
 
 
 def render(tmp_path, attempt=None, **overrides):
-    with open(os.path.join(ROLE, "defaults", "main.yml"), encoding="utf-8") as stream:
-        variables = yaml.safe_load(stream)
-    variables.update(
+    variables = dict(
         online_training_target_model_path="/models/target", online_training_draft_config="/models/draft.json",
-        online_training_vocab_mapping_path="/models/vocab_mapping.pt", online_training_dataset="/data/train.jsonl",
-        ansible_managed="Ansible managed", __online_training_plan=PLAN,
-        __online_training_run_root="/var/lib/eagle3-online/eagle3-online",
-        __online_training_window={"high": 16, "low": 12},
-        __online_training_attempt=dict({"control_dir": "/var/lib/eagle3-online/eagle3-online/attempt-0001/control",
-                                        "consumer_state_dir": "/var/lib/eagle3-online/eagle3-online/attempt-0001/state",
-                                        "draft_checkpoint": "", "resume_from": ""}, **(attempt or {})))
+        online_training_vocab_mapping_path="/models/vocab_mapping.pt", online_training_dataset="/data/train.jsonl")
     variables.update(overrides)
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROLE, "templates")),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    env.filters.update(to_json=json.dumps, comment=lambda text: "# " + text)
     path = tmp_path / "run.yaml"
-    path.write_text(env.get_template("run.yaml.j2").render(**variables))
+    path.write_text(render_run_yaml(
+        PLAN, "/var/lib/eagle3-online/eagle3-online", {"high": 16, "low": 12},
+        dict({"control_dir": "/var/lib/eagle3-online/eagle3-online/attempt-0001/control",
+              "consumer_state_dir": "/var/lib/eagle3-online/eagle3-online/attempt-0001/state"}, **(attempt or {})),
+        **variables))
     return load_config(str(path))
 
 
