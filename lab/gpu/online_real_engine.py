@@ -31,6 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PACKAGE = os.path.join(ROOT, "roles", "extraction_job", "files")
 # the store's processes, shared with the online tests (free ports, ended with the context)
 sys.path[:0] = [os.path.join(ROOT, "tests", "online"), os.path.join(ROOT, "tests", "job")]
+from process_writes import add_sample, by_group  # noqa: E402  pylint: disable=wrong-import-position
 # the processes that hold hidden states (patterns on /proc/<pid>/cmdline): none may write them to a disk
 HOLDERS = {"server": r"sglang\.launch_server|^sglang::", "gateway": r"eagle3_extraction_job gateway",
            "master": r"mooncake_master", "segment": r"mooncake_client"}
@@ -47,8 +48,9 @@ def emit(result, record=None):
 
 
 def io_written(counters):
-    """{pid: [group, write_bytes at first sight, now]} of HOLDERS' and TRAINER's processes, updated."""
+    """HOLDERS' and TRAINER's processes on this machine, sampled into ``counters`` (process_writes)."""
     groups = dict(HOLDERS, **TRAINER)
+    sample = []
     for path in glob.glob("/proc/[0-9]*/cmdline"):
         pid = path.split("/")[2]
         try:
@@ -60,15 +62,8 @@ def io_written(counters):
             continue
         group = next((name for name, pattern in groups.items() if re.search(pattern, cmdline)), None)
         if group:
-            counters.setdefault(pid, [group, written, written])[2] = written
-    return counters
-
-
-def by_group(counters):
-    out = {}
-    for group, first, now in counters.values():
-        out[group] = out.get(group, 0) + now - first
-    return out
+            sample.append((group, pid, written))
+    return add_sample(counters, "local", sample, baseline=True)
 
 
 GATEWAY_COUNTERS = ("prompts_served", "prompts_failed", "server_retries", "dumps_failed", "bytes_put")
@@ -246,8 +241,8 @@ def run_online(args):
         # the gateway's counters: prompts served and failed (a failed row: the producer leases it again), and its
         # tries of a prompt while its server was down (a restart)
         "gateway": {k: gateway_status.get(k) for k in GATEWAY_COUNTERS},
-        "holders_write_bytes": by_group({k: v for k, v in counters.items() if v[0] in HOLDERS}),
-        "trainer_write_bytes": by_group({k: v for k, v in counters.items() if v[0] in TRAINER}),
+        "holders_write_bytes": by_group(counters, HOLDERS),
+        "trainer_write_bytes": by_group(counters, TRAINER),
         "checkpoint_bytes": du(os.path.join(work, "output")),
         "dumps_left": len(dumps_in(args.dump)),
         "rejected": len(dumps_in(os.path.join(work, "rejected"))),

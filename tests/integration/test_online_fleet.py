@@ -20,6 +20,7 @@ One scenario, few playbook runs:
 import json
 import os
 import subprocess
+import sys
 import time
 
 import ansible_runner
@@ -28,6 +29,9 @@ import pytest
 from collection_helpers import REPO, VENV_BIN
 from fleet_helpers import FLEET, lab_ssh
 from test_extraction_fleet import DEMO_INVENTORY, TORCH_PYTHON, playbook, wait_for
+
+sys.path.insert(0, os.path.join(REPO, 'tests', 'online'))
+from process_writes import add_sample, by_group  # noqa: E402  pylint: disable=wrong-import-position
 
 CTS = {'ct1': '10.200.0.101', 'ct2': '10.200.0.102', 'ct3': '10.200.0.103'}
 JOB = 'onl'
@@ -69,28 +73,16 @@ def progress(reader_dir):
 
 
 def written(counters, baseline=False):
-    """{(host, pid, group): [write_bytes when first seen in the run, now]} of every process of HOLDERS and TRAINER
-    (a process started during the run counts from 0: its first sighting is after it began writing)."""
+    """Every process of HOLDERS and TRAINER on every container, sampled into ``counters`` (process_writes)."""
     groups = dict(HOLDERS, **TRAINER)
     for name in CTS:
         script = '; '.join(
             "for p in $(pgrep -f '%s'); do echo %s $p $(awk '/^write_bytes/ {print $2}' /proc/$p/io 2>/dev/null); done"
             % (pattern, group) for group, pattern in groups.items())
-        for line in ct(name, script, check=False, timeout=20).stdout.splitlines():
-            parts = line.split()
-            if len(parts) == 3:
-                key = (name, parts[1], parts[0])
-                if key not in counters:
-                    counters[key] = [int(parts[2]) if baseline else 0, int(parts[2])]
-                counters[key][1] = int(parts[2])
-
-
-def by_group(counters):
-    """{group: bytes written to storage during the run}."""
-    found = {}
-    for (_host, _pid, group), (first, last) in counters.items():
-        found[group] = found.get(group, 0) + last - first
-    return found
+        sample = [(parts[0], parts[1], int(parts[2])) for parts in
+                  (line.split() for line in ct(name, script, check=False, timeout=20).stdout.splitlines())
+                  if len(parts) == 3]
+        add_sample(counters, name, sample, baseline)
 
 
 def extract_async(tmp, extravars, name='online'):
