@@ -20,6 +20,8 @@ description:
     which systemd does not restart) or failed fails the task, naming the unit, the job's own reason (its
     C(status.json)'s last error, else the last line of its log) and the fix, so that C(extract.yml) shows it in its
     table instead of C(applied).
+  - A shard whose job's stall watchdog stopped it is named with what it waited on - C(stalled) when the job
+    restarts itself, C(stalled for good) (exit 4, which fails the task) when its restarts are spent.
   - A shard still starting when the time is up (no answer from the server yet), or restarting after an incomplete
     run, passes (RV(shards) says C(starting)).
   - Reads only; never changes anything.
@@ -64,8 +66,8 @@ EXAMPLES = r'''
 RETURN = r'''
 shards:
   description: Each shard's unit, its shard (C(shard-<index>)), outcome (C(sending), C(paused), C(complete),
-    C(starting), C(refused), C(failed)) and why (C(error)) - the pause's reason, or the job's own reason for a
-    refusal or a failure.
+    C(starting), C(stalled), C(stalled for good), C(refused), C(failed)) and why (C(error)) - the pause's reason,
+    what a stalled job waited on, or the job's own reason for a refusal or a failure.
   returned: always
   type: list
   elements: dict
@@ -82,6 +84,8 @@ from ansible_collections.eagle3.extraction.plugins.module_utils.shard_status imp
 
 # the job's exit status when it refuses (eagle3_extraction_job.job.EXIT_REFUSED): systemd does not restart it
 EXIT_REFUSED = '2'
+# the job's exit status when its stall watchdog stopped it for good (eagle3_extraction_job.job.EXIT_STALLED)
+EXIT_STALLED = '4'
 PROPERTIES = ('ActiveState', 'MainPID', 'ExecMainStatus')
 
 
@@ -93,6 +97,17 @@ def _shard(unit):
     """``shard-<index>`` of a unit whose instance is ``<job name>-shard-<index>``."""
     instance = _instance(unit)
     return 'shard-' + instance.rpartition('-shard-')[2] if '-shard-' in instance else instance
+
+
+def _stalled(status):
+    """A shard the job's stall watchdog stopped: what it waited on, and whether the job restarts itself (exit 3,
+    ``stalled``) or has stopped for good (exit 4, ``stalled for good``: it fails the task)."""
+    waited = status.get('stalled') or 'no progress'
+    if status.get('stall_final'):
+        return 'stalled for good', '%s; stopped after %d restarts (README "Recovery")' % (
+            waited, status.get('stall_restarts') or 0)
+    return 'stalled', '%s; the job restarts (restart %d of %d)' % (
+        waited, (status.get('stall_restarts') or 0) + 1, status.get('stall_restarts_max') or 0)
 
 
 def outcome(unit, config, log_dir):
@@ -112,10 +127,14 @@ def outcome(unit, config, log_dir):
             return 'sending', ''
         if status.get('state') == 'complete':
             return 'complete', ''
+        if status.get('state') == 'stalled':
+            return _stalled(status)
         return None, ''
     state = status.get('state')
     if state == 'complete':
         return 'complete', ''
+    if state == 'stalled' and (status.get('stall_final') or props['ExecMainStatus'] == EXIT_STALLED):
+        return _stalled(status)
     if state in ('refused', 'failed') or props['ExecMainStatus'] == EXIT_REFUSED:
         why = errors[-1] if errors else ''
         if not why:
@@ -155,7 +174,7 @@ def main():
         time.sleep(1)
     shards = [dict(unit=unit, shard=_shard(unit), outcome=found.get(unit, ('starting', ''))[0],
                    error=found.get(unit, ('', ''))[1]) for unit in params['units']]
-    bad = [shard for shard in shards if shard['outcome'] in ('refused', 'failed')]
+    bad = [shard for shard in shards if shard['outcome'] in ('refused', 'failed', 'stalled for good')]
     if bad:
         module.fail_json(msg='%s. Fix the cause, then run extract.yml again: it starts the shard again.' % '; '.join(
             '%s %s: %s' % (shard['unit'], shard['outcome'], shard['error']) for shard in bad), changed=False,

@@ -135,3 +135,31 @@ def test_a_shard_still_starting_when_the_time_is_up_passes(tmp_path, run_module,
 def test_bad_options_are_refused(run_module, args, says):
     result = run_module(extraction_job_outcome, args)
     assert result['failed'] and says in result['msg']
+
+
+STALL = 'waiting on the server for 900 s (sent 3, none answered)'
+
+
+def test_a_stalled_shard_is_named_with_what_it_waited_on_and_fails_once_stopped_for_good(
+        tmp_path, run_module, units):
+    shards = [shard(tmp_path, 0, {'pid': 7, 'state': 'stalled', 'stalled': STALL, 'stall_final': True,
+                                  'stall_restarts': 3, 'stall_restarts_max': 3}),
+              shard(tmp_path, 1, {'pid': 8, 'state': 'stalled', 'stalled': STALL, 'stall_restarts': 0,
+                                  'stall_restarts_max': 3})]
+    units[shards[0][0]] = {'ActiveState': 'failed', 'MainPID': 0, 'ExecMainStatus': 4}
+    units[shards[1][0]] = {'ActiveState': 'active', 'MainPID': 8}
+    result = run(run_module, tmp_path, shards)
+    assert result['failed']
+    assert [s['outcome'] for s in result['shards']] == ['stalled for good', 'stalled']
+    assert 'job@j-shard-0.service stalled for good: ' + STALL in result['msg']
+    assert 'stopped after 3 restarts' in result['msg'] and 'j-shard-1' not in result['msg']
+    assert 'restart 1 of 3' in result['shards'][1]['error']
+
+
+def test_a_stall_restart_in_progress_is_stalled_not_starting_and_passes(tmp_path, run_module, units):
+    shards = [shard(tmp_path, 0, {'pid': 7, 'state': 'stalled', 'stalled': STALL, 'stall_restarts': 1,
+                                  'stall_restarts_max': 3})]
+    units[shards[0][0]] = {'ActiveState': 'active', 'MainPID': 7}
+    result = run(run_module, tmp_path, shards, timeout=0)
+    assert not result.get('failed')
+    assert result['shards'][0]['outcome'] == 'stalled' and STALL in result['shards'][0]['error']
