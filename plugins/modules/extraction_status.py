@@ -47,7 +47,7 @@ EXAMPLES = r'''
 - name: One table for the inventory (the filter runs on the controller)
   ansible.builtin.debug:
     msg: "{{ (ansible_play_hosts_all | map('extract', hostvars, 'extraction_status_report')
-              | eagle3.extraction.extraction_status_table).lines }}"
+              | eagle3.extraction.extraction_status_table).text }}"
   run_once: true
 '''
 

@@ -299,7 +299,8 @@ def scenario(tmp_path_factory):
     facts['verify'] = (runner.rc, debug_msg(runner, 'Show the totals and the leftover copies of handed-over '
                                                     'shards (not counted)'), output)
     runner, output = playbook(tmp, 'status', 'playbooks/status.yml', {'extraction_job_name': JOB})
-    facts['status'] = (runner.rc, debug_msg(runner, 'Show the table'), output)
+    # the table is one block of text (msg: |-): its lines
+    facts['status'] = (runner.rc, (debug_msg(runner, 'Show the table') or '').splitlines(), output)
     facts['after'] = {name: finished_files(name) for name in CTS}
     facts['leftover_dumps'] = {name: ct(name, "find %s* -name '%s-*' -o -name '*.tmp' | head" % (DUMP_DIR, JOB)
                                         ).stdout.split() for name in CTS}

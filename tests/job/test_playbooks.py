@@ -44,9 +44,9 @@ def output_root(job_dirs):
     return root
 
 
-def playbook(name, root, *extra):
+def playbook(name, root, *extra, callback="ansible.builtin.default"):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
-               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_NOCOLOR="1")
+               ANSIBLE_STDOUT_CALLBACK=callback, ANSIBLE_NOCOLOR="1")
     env["PATH"] = os.path.join(ROOT, ".venv", "bin") + ":" + env["PATH"]
     argv = [PLAYBOOK_BIN, "-i", "localhost,", "-c", "local", os.path.join(ROOT, "playbooks", name),
             "-e", f"{name.split('.')[0]}_hosts=localhost", "-e", f"extraction_job_output_root={root}",
@@ -126,6 +126,10 @@ def test_status_prints_one_table_with_totals(output_root):
     status_file.write_text(json.dumps(status))
     result = playbook("status.yml", output_root)
     assert result.returncode == 0, result.stdout + result.stderr
+    # one block (msg: |-) whose header is one line: before, a YAML list folded 'BAD LINES' over two lines
+    assert "msg: |-" in result.stdout
+    (header,) = [line.split() for line in result.stdout.splitlines() if line.split()[:2] == ["HOST", "SHARD"]]
+    assert header[-3:] == ["FAILED", "BAD_LINES", "ERRORS"], header
     lines = [line for line in result.stdout.splitlines() if "localhost" in line or "TOTAL" in line]
     table = "\n".join(lines)
     assert table.count("complete") == 2
@@ -164,8 +168,37 @@ def test_a_path_in_the_job_name_is_refused_not_read_as_another_job(output_root):
             assert f"extraction_job_name={value!r} is not allowed" in result.stdout, result.stdout
 
 
+def status_json(result):
+    """The report status.yml prints with status_format=json, as a script reads it (README "Running an
+    extraction"): ansible.posix's json callback, the task's msg read as JSON."""
+    run = json.loads(result.stdout)
+    (msg,) = [host["msg"] for play in run["plays"] for task in play["tasks"]
+              if task["task"]["name"] == "Show the report as JSON" for host in task["hosts"].values()]
+    return json.loads(msg)
+
+
+def test_status_as_json_is_the_report_for_a_script_with_or_without_until_complete(output_root):
+    result = playbook("status.yml", output_root, "-e", "status_format=json", callback="ansible.posix.json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = status_json(result)
+    assert sorted(s["shard_index"] for s in report["shards"]) == [0, 1, 2]
+    assert {s["state"] for s in report["shards"]} == {"complete"} and report["totals"]["complete"] is True
+    assert report["totals"]["samples_done"] == report["totals"]["samples_total"] == len(SAMPLES)
+    assert report["hosts"] == [{"host": "localhost", "error": None, "shards": 3}]
+    # status_until_complete: the report, then rc 0 once every sample is done, else a failure
+    assert playbook("status.yml", output_root, "-e", "status_format=json", "-e", "status_until_complete=true",
+                    callback="ansible.posix.json").returncode == 0
+    status_file = output_root / "testjob" / "shard-2-of-3" / "status.json"
+    status_file.write_text(json.dumps(dict(json.loads(status_file.read_text()), state="running", samples_done=1)))
+    result = playbook("status.yml", output_root, "-e", "status_format=json", "-e", "status_until_complete=true",
+                      callback="ansible.posix.json")
+    assert result.returncode != 0
+    assert status_json(result)["totals"]["complete"] is False
+
+
 @pytest.mark.parametrize("name, option, value, words", [
     ("status.yml", "status_hosts", "no_such_group", "matches no host of the inventory"),
+    ("status.yml", "status_format", "yaml", "status_format must be one of: table, json, got: yaml"),
     ("verify.yml", "verify_hosts", "no_such_group", "matches no host of the inventory"),
     ("status.yml", "status_until_complete", "maybe", "'maybe' is not a valid boolean"),
     ("verify.yml", "verify_checksums", "maybe", "'maybe' is not a valid boolean"),
