@@ -43,6 +43,9 @@ WORK=${ONLINE_WORK:-/tmp/online_real}
 KIT=${KIT:-/tmp/kit}
 NVIDIA_SMI=nvidia-smi
 KILL_AT=${KILL_AT:-40}
+# the online runs share the GPU between server and trainer: on an 80 GiB card the server's 0.5 (41.6 GiB) and the
+# trainer's 33.6 GiB left under 2 GiB; its KV cache needs little (prompts of at most 2,048 tokens, a few at a time)
+case $MODE in online|fault) export SGL_MEM_FRACTION=${SGL_MEM_FRACTION:-0.4} ;; esac
 mkdir -p "$KIT"
 FRESH_WORK=$([ "$MODE" = extract ] && echo 1)
 # shellcheck source=lab/gpu/work_env.sh

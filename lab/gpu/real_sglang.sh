@@ -47,7 +47,7 @@ start_server() {  # name port dump_dir(or -) model_dir layer_ids [flags...]; set
   setsid env "${envs[@]}" "$SGL_PY" -m sglang.launch_server --model-path "$model" \
     --load-format dummy --skip-tokenizer-init --tp-size "$TP" --random-seed 42 \
     --disable-cuda-graph --disable-radix-cache --disable-custom-all-reduce \
-    --attention-backend triton --sampling-backend pytorch --mem-fraction-static 0.5 \
+    --attention-backend triton --sampling-backend pytorch --mem-fraction-static "${SGL_MEM_FRACTION:-0.5}" \
     --host 127.0.0.1 --port "$port" "$@" </dev/null >"$WORK/$name.log" 2>&1 &
   SERVER_PGID=$!
   for _ in $(seq 600); do
