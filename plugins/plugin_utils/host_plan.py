@@ -30,7 +30,7 @@ import re
 from ansible_collections.eagle3.extraction.plugins.module_utils.shard_layout import shard_dir_name
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils import (
-    online_plan, server_address, server_layout, variables)
+    monitoring_plan, online_plan, server_address, server_layout, variables)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.extraction_job import JobDirError, job_dir
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.ml_env import venv_python
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_config import ServerConfigError, checked_flags
@@ -213,7 +213,8 @@ def plan(hosts, host, online=None):
     Returns ``server`` (``layout``, ``multinode``, ``address``, ``url``, ``flags``, ``tp_size``,
     ``local_tp``, ``environment``, ``unit``, ``dump_dir``, ``leftover_patterns``), ``python``, ``job``
     (``name``, ``shards``, ``shard_count``, ``dir``, ``output_dirs``, ``server_url``, ``dump_dir``), ``online``
-    (online_plan.section: None outside an online job) and ``stamp``; a host of the online groups alone (a master,
+    (online_plan.section: None outside an online job), ``monitoring`` (monitoring_plan.section: None while it is
+    off) and ``stamp``; a host of the online groups alone (a master,
     a trainer) has no ``server`` and ``job`` (None). Raises PlanError naming the host, the variable and its value.
     """
     online = dict((group, inputs(members, host)) for group, members in (online or {}).items())
@@ -221,7 +222,7 @@ def plan(hosts, host, online=None):
     hosts = inputs(hosts, host)
     if host not in hosts and own_online:
         values = next(members[host] for members in online.values() if host in members)
-        server = job = None
+        server = job = watched = None
     else:
         values = hosts.get(host, _Declared(host, {}, READ))
         try:
@@ -232,12 +233,14 @@ def plan(hosts, host, online=None):
             job = _job(values, server)
         except JobDirError as exc:
             raise PlanError('%s: %s' % (host, exc)) from None
+        # what Prometheus scrapes of it (None while monitoring is off)
+        watched = monitoring_plan.section(host, values, server)
     python = values.get('ml_env_python_bin') or venv_python(values.get('ml_env_path'))
     try:
         found = online_plan.section(hosts, online, host, server, job)
     except server_address.AddressError as exc:
         raise PlanError('%s: %s' % (host, exc)) from None
-    return {'server': server, 'python': python, 'job': job, 'online': found, 'stamp': STAMP}
+    return {'server': server, 'python': python, 'job': job, 'online': found, 'monitoring': watched, 'stamp': STAMP}
 
 
 # the extraction servers: a multi-node server's other nodes are among them
