@@ -27,6 +27,8 @@ from __future__ import annotations
 import posixpath
 import re
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
 from ansible_collections.eagle3.extraction.plugins.module_utils.shard_layout import shard_dir_name
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils import (
@@ -160,6 +162,9 @@ def _server(hosts, host, values):
     if _given(values, 'extraction_job', 'extraction_job_mode') == 'files' and _given(
             values, 'extraction_job', 'extraction_job_capture_check'):
         flags.setdefault('enable-return-hidden-states', True)
+    # SGLang serves Prometheus text at /metrics only when started with this flag (the monitoring scrapes it)
+    if boolean(given('sglang_server_enable_metrics'), strict=False):
+        flags.setdefault('enable-metrics', True)
     if where['nnodes'] > 1:
         flags.update({'nnodes': where['nnodes'], 'node-rank': where['rank'], 'dist-init-addr': where['dist_init_addr']})
     tp_size = _size(flags['tp-size'])

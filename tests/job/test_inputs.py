@@ -158,7 +158,9 @@ def test_config_rejects_bad_values_naming_key_and_value(tmp_path):
              ({"server_url": ""}, "server_url='': required: the URL of the server"),
              ({"output_dir": "/dev/shm/x"}, "output_dir"), ({"nope": 1}, "unknown keys in the config: nope"),
              ({"chat_ignore_tokens": [""]}, "chat_ignore_tokens"),
-             ({"chat_ignore_tokens": "<think>"}, "chat_ignore_tokens")]
+             ({"chat_ignore_tokens": "<think>"}, "chat_ignore_tokens"),
+             ({"metrics_dir": "metrics"}, "metrics_dir='metrics': expected an absolute path"),
+             ({"metrics_dir": "/var/lib/node\nexporter"}, "metrics_dir=")]
     for over, text in cases:
         with pytest.raises(config.ConfigError, match=text.replace("(", r"\(")):
             config.from_dict({**base, **over})

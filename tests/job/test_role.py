@@ -113,6 +113,8 @@ def test_role_installs_configures_and_the_unit_command_extracts(job_dirs):
             "extraction_job_chat_end_of_turn": "<|im_end|>\n",
             "extraction_job_chat_ignore_tokens": ["<think>\n\n</think>\n\n"],
             "extraction_job_stall_window": 42, "extraction_job_stall_restarts_max": 5,
+            # node_exporter's textfile dir: made by the job when missing
+            "extraction_job_metrics_dir": str(tmp / "node-exporter"),
         }
         (tmp / "systemd").mkdir()
         first = run_role(tmp, extra)
@@ -143,6 +145,7 @@ def test_role_installs_configures_and_the_unit_command_extracts(job_dirs):
                 "<|im_start|>assistant\n", "<|im_end|>\n")
             assert cfg["chat_ignore_tokens"] == ["<think>\n\n</think>\n\n"]
             assert (cfg["stall_window"], cfg["stall_restarts_max"]) == (42.0, 5)
+            assert cfg["metrics_dir"] == f"{tmp}/node-exporter"
             configs[index] = cfg
         assert (tmp / "var" / "testjob.jsonl").read_bytes() == dataset.read_bytes()
 
@@ -163,6 +166,11 @@ def test_role_installs_configures_and_the_unit_command_extracts(job_dirs):
         card = json.loads((tmp / "srv" / "testjob" / f"shard-{index}-of-3" / "dataset_card.json")
                           .read_text())
         assert card["complete"] and card["hidden_size"] == 16 and card["model_config_sha256"]
+        # each shard's Prometheus textfile, its samples done those of its status.json
+        status = json.loads((tmp / "srv" / "testjob" / f"shard-{index}-of-3" / "status.json").read_text())
+        prom = (tmp / "node-exporter" / f"eagle3_extraction_testjob_shard{index}.prom").read_text()
+        assert (f'eagle3_job_samples_done{{extraction_job="testjob",shard="{index}",shard_count="3"}} '
+                f'{status["samples_done"]}\n') in prom
 
 
 def test_role_refuses_a_bad_job_name_before_changing_anything(job_dirs):

@@ -274,6 +274,7 @@ JOB_KEYS = {
     'extraction_job_output_free_resume_gib': ('output_free_resume_bytes', lambda v: int(float(v) * 1073741824)),
     'extraction_job_space_margin': ('space_margin', float),
     'extraction_job_accept_failed': ('accept_failed', list),
+    'extraction_job_metrics_dir': ('metrics_dir', str),
 }
 
 

@@ -230,6 +230,14 @@ VARIABLES = (
             'Arguments as typed on a command line (`--flag`, `--key value`), merged after the flags (none of the '
             'four).')),
     Variable(
+        'sglang_server_enable_metrics', 'bool', True,
+        description=(
+            "C(--enable-metrics): SGLang serves its own Prometheus metrics (requests running and queued, tokens, "
+            "latencies) at C(/metrics) on the server's port. The host plan adds the flag while this is on; a value "
+            'of C(enable-metrics) in O(sglang_server_flags) or O(sglang_server_extra_args) stands over it.'),
+        plan=True,
+        comment="SGLang's own Prometheus metrics at /metrics on the server's port (--enable-metrics)."),
+    Variable(
         'sglang_server_dump_dir', 'str', '/dev/shm/sglang_hs',
         description=(
             'C(SGLANG_HS_DUMP_DIR), an absolute path that is not a system directory; on a tmpfs with at least '

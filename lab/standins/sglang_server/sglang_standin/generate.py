@@ -46,6 +46,8 @@ import types
 import uuid
 from http.server import ThreadingHTTPServer
 
+from sglang_standin import metrics
+
 CAPTURE_MODULE = 'eagle3_hs_capture.py'
 MAX_TOKEN_ID = 1 << 31
 # sglang's default when a request gives no max_new_tokens
@@ -151,8 +153,10 @@ class _Request:
 class Engine:
     """The scheduler: one thread runs passes over the requests that wait."""
 
-    def __init__(self, model_path, environ, log, return_hidden_states=False):
+    def __init__(self, model_path, environ, log, return_hidden_states=False, metrics=None):
         self.log = log
+        # what GET /metrics reads (metrics.py): None without --enable-metrics
+        self.metrics = metrics
         self.return_hidden_states = return_hidden_states
         self.return_other = environ.get('SGLANG_STANDIN_RETURN_OTHER') == '1'
         self.dump_values = DUMP_VALUES.get(environ.get('SGLANG_STANDIN_DUMP_VALUES', ''))
@@ -203,6 +207,8 @@ class Engine:
             raise TimeoutError('the forward did not run within %d s' % ANSWER_TIMEOUT_S)
         if request.error is not None:
             raise RuntimeError(request.error)
+        if self.metrics is not None:
+            self.metrics.answered(len(request.input_ids), request.max_new_tokens)
         return [(sum(request.input_ids) + k) % 50000 for k in range(request.max_new_tokens)], request.hidden_states
 
     def _loop(self):
@@ -213,6 +219,8 @@ class Engine:
                     batch.append(self.queue.get_nowait())
                 except queue.Empty:
                     break
+            if self.metrics is not None:
+                self.metrics.pass_began(len(batch), sum(len(r.input_ids) for r in batch), self.queue.qsize())
             try:
                 self._forward(batch)
             except Exception as exc:  # pylint: disable=broad-except
@@ -223,6 +231,8 @@ class Engine:
                     request.done.set()
                 time.sleep(0.2)
                 os._exit(1)  # pylint: disable=protected-access
+            if self.metrics is not None:
+                self.metrics.pass_ended(self.queue.qsize())
             for request in batch:
                 request.done.set()
 
@@ -340,4 +350,6 @@ def setup(state, model_path, log):
     """Start the scheduler (and the capture) from the main thread: the capture's SIGTERM
     handler can only be set there, and it chains to the handler already set."""
     argv = state.get('server_info', {}).get('argv', [])
-    state['engine'] = Engine(model_path, os.environ, log, return_hidden_states=RETURN_HIDDEN_STATES_FLAG in argv)
+    state['metrics'] = metrics.Metrics(metrics.model_name(argv, model_path)) if metrics.enabled(argv) else None
+    state['engine'] = Engine(model_path, os.environ, log, return_hidden_states=RETURN_HIDDEN_STATES_FLAG in argv,
+                             metrics=state['metrics'])

@@ -6,7 +6,8 @@ as SGLang does, from a YAML file given with --config (its keys become --key valu
 the other arguments: the command line wins), answers 503 on /health
 while "loading" and 200 once ready, logs "The server is fired up and ready to roll!",
 and forks one child per tp rank titled sglang::scheduler_TP<n> (plus sglang::detokenizer)
-that registers GPU memory with the stand-in nvidia-smi. Titles are set the way
+that registers GPU memory with the stand-in nvidia-smi. With --enable-metrics, GET /metrics
+serves Prometheus text as SGLang does (metrics.py); without it, 404. Titles are set the way
 setproctitle does it: prctl(PR_SET_NAME) and an overwrite of the argv area.
 
 Misbehaviour, from the environment (the unit's Environment= lines):
@@ -29,7 +30,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler
 
-from sglang_standin import generate, multinode
+from sglang_standin import generate, metrics, multinode
 
 PR_SET_NAME = 15
 READY_LINE = 'The server is fired up and ready to roll!'
@@ -139,6 +140,14 @@ def make_handler(state):
                 # SGLang's api-key middleware lets /health through
                 self.answer(200 if state['ready'] else 503, {})
                 return
+            if path == '/metrics':
+                # SGLang's auth middleware lets /metrics through too (Prometheus scrapes it without the key);
+                # without --enable-metrics SGLang mounts no such route
+                if state.get('metrics') is None:
+                    self.answer(404, {'detail': 'Not Found'})
+                else:
+                    self.send_text(200, state['metrics'].text(), metrics.CONTENT_TYPE)
+                return
             key = state['api_key']
             if key and self.headers.get('Authorization') != 'Bearer ' + key:
                 self.answer(401, {'error': 'Unauthorized'})
@@ -154,9 +163,12 @@ def make_handler(state):
             generate.handle_post(self, state)  # /generate, through the real capture (generate.py)
 
         def answer(self, code, body):
-            data = json.dumps(body).encode()
+            self.send_text(code, json.dumps(body), 'application/json')
+
+        def send_text(self, code, text, content_type):
+            data = text.encode()
             self.send_response(code)
-            self.send_header('Content-Type', 'application/json')
+            self.send_header('Content-Type', content_type)
             self.send_header('Content-Length', str(len(data)))
             self.end_headers()
             self.wfile.write(data)

@@ -75,6 +75,9 @@ class JobConfig:  # pylint: disable=too-many-instance-attributes
     # the server is healthy is a stall; restarts in a row past the bound stop the job
     stall_window: float = 900.0
     stall_restarts_max: int = 3
+    # node_exporter's textfile dir: each status tick writes the shard's Prometheus metrics there
+    # (metrics.py); empty: none
+    metrics_dir: str = ""
 
     def __post_init__(self):
         self.validate()
@@ -89,8 +92,10 @@ class JobConfig:  # pylint: disable=too-many-instance-attributes
             value = getattr(self, key)
             if not isinstance(value, str) or not os.path.isabs(value):
                 bad(key, "expected an absolute path")
+        if self.metrics_dir and (not isinstance(self.metrics_dir, str) or not os.path.isabs(self.metrics_dir)):
+            bad("metrics_dir", "expected an absolute path, or empty for no metrics")
         for key in ("dataset", "output_dir", "dump_dir", "dump_dir_aside_glob", "status_file",
-                    "tokenizer_path", "api_key_file", "model_path", "host", "server_url"):
+                    "tokenizer_path", "api_key_file", "model_path", "host", "server_url", "metrics_dir"):
             value = getattr(self, key)
             if not isinstance(value, str) or any(ord(c) < 32 or ord(c) == 127 for c in value):
                 bad(key, "expected a string without control characters")

@@ -21,7 +21,8 @@ import sqlite3
 import threading
 import time
 
-from eagle3_extraction_job import capture_check, chat, dataset, drain, manifest, names, sender, space, stall, status
+from eagle3_extraction_job import (capture_check, chat, dataset, drain, manifest, metrics, names, sender, space, stall,
+                                   status)
 
 log = logging.getLogger("eagle3_extraction_job")
 
@@ -103,6 +104,8 @@ class Job:  # pylint: disable=too-many-instance-attributes
         self.foreign_dumps = 0
         self.state = "starting"
         self.started_at = time.time()
+        # the last sample this process made durable (the metrics' no-progress alert reads it); the start until then
+        self.last_durable_at = self.started_at
         self.totals = {"samples": 0, "tokens": 0, "bytes": 0}
         self.shard_tokens = 0
         self.pool = None
@@ -266,6 +269,17 @@ class Job:  # pylint: disable=too-many-instance-attributes
                 self._status_written_at = snap["updated_at"]
             except OSError as exc:
                 log.warning("cannot write %s: %s", self.cfg.effective_status_file, exc)
+            if self.cfg.metrics_dir:
+                self._write_metrics(snap)
+
+    def _write_metrics(self, snap):
+        """The Prometheus textfile (metrics.py) of the same snapshot as status.json; never raises."""
+        extra = {
+            "shm_high_watermark_bytes": int(self.cfg.shm_high * snap["shm_total_bytes"]),
+            "output_floor_bytes": self.cfg.output_free_floor_bytes,
+            "last_durable_at": self.last_durable_at,
+        }
+        metrics.write(self.cfg.metrics_dir, snap, extra, time.time())
 
     def write_card(self, complete):
         provenance = self.manifest.meta() if self.manifest else {}
@@ -467,6 +481,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
                            "tokens": self.totals["tokens"] + sample.tokens,
                            "bytes": self.totals["bytes"] + info["bytes"]}
             self.rate.add(sample.tokens)
+            self.last_durable_at = time.time()
         self._ack(sample_id, "done")
 
     def _ack(self, sample_id, result):

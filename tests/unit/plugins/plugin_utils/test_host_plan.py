@@ -56,6 +56,17 @@ def test_the_server_returns_hidden_states_while_the_jobs_capture_check_is_on(val
     assert plan({'ct1': values}, 'ct1')['server']['flags'].get('enable-return-hidden-states') is returned
 
 
+@pytest.mark.parametrize('values, given', [
+    ({}, True), ({'sglang_server_enable_metrics': True}, True), ({'sglang_server_enable_metrics': 'yes'}, True),
+    ({'sglang_server_enable_metrics': False}, None), ({'sglang_server_enable_metrics': 'false'}, None),
+    # the user's own value stands, either way
+    ({'sglang_server_enable_metrics': False, 'sglang_server_flags': {'enable-metrics': True}}, True),
+    ({'sglang_server_flags': {'enable-metrics': False}}, False)])
+def test_the_server_serves_its_metrics_while_sglang_server_enable_metrics_is_on(values, given):
+    # SGLang serves /metrics only when started with --enable-metrics
+    assert plan({'ct1': values}, 'ct1')['server']['flags'].get('enable-metrics') is given
+
+
 @pytest.mark.parametrize('flag, variable', [('port', 'sglang_server_port'), ('host', 'sglang_server_host'),
                                             ('tp-size', 'sglang_server_tp_size'),
                                             ('model-path', 'sglang_server_model_path')])

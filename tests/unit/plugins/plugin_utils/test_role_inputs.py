@@ -128,6 +128,9 @@ BAD = {
     # the role writes <unit>@.service: no '@' of its own, no path
     'extraction_job_unit': ['two words', 'a/b', '', '../x', 'x\n', 'a@b', 'user@', 'job.service'],
     'extraction_job_systemd_dir': ['systemd', '/etc', '/etc/systemd/system\n', '/etc/../tmp'],
+    # node_exporter's textfile dir: absolute, one line, no % (a unit file would expand it)
+    'extraction_job_metrics_dir': ['metrics', '/var/lib', '/var/lib/prometheus/node-exporter\n', '/var/lib/x/../y',
+                                   '/var/lib/node%i'],
     'extraction_job_server_unit': ['two words', '', '../x', 'sglang\nExecStartPre=/bin/true', 'sglang\n',
                                    'sglang-extraction.service'],
     'extraction_job_hidden_size': [-1, 1048577, 'big'],
@@ -287,6 +290,7 @@ GOOD = {
     'extraction_job_chat_system_prompt': ['You are helpful.\n\nIf a question makes no sense, say so.'],
     'extraction_job_chat_ignore_tokens': [['<think>\n\n</think>\n\n'], []],
     'extraction_job_accept_failed': [[], ['s00003', 'conv_17.b-2']],
+    'extraction_job_metrics_dir': ['', '/var/lib/prometheus/node-exporter'],
     'mooncake_master_package': ['mooncake-transfer-engine-non-cuda==0.3.13.post1', 'mooncake-transfer-engine==0.3.13'],
     'mooncake_master_system_packages': [['libibverbs1', 'libnuma1', 'libcurl4'], []],
     'ml_env_system_packages': [['libibverbs1', 'libstdc++6', 'python3.11-venv'], []],
