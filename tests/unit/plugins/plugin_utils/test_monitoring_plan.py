@@ -69,3 +69,14 @@ def test_the_online_masters_metrics_are_scraped_once():
     config, dummy = scrape_config(found, '/r.yml', 15, 15)
     assert config['scrape_configs'][-1] == {'job_name': 'mooncake-master', 'static_configs': [
         {'targets': ['10.0.0.9:35903'], 'labels': {'host': 'ct9'}}]}
+
+
+@pytest.mark.parametrize('values, expected', [
+    ({}, ''),
+    (ON, '/var/lib/prometheus/node-exporter'),
+    (dict(ON, monitoring_textfile_dir='/srv/textfiles'), '/srv/textfiles'),
+    # the user's own dir stands, monitoring on or off
+    ({'extraction_job_metrics_dir': '/srv/metrics'}, '/srv/metrics'),
+    (dict(ON, extraction_job_metrics_dir='/srv/metrics'), '/srv/metrics')])
+def test_the_job_writes_its_metrics_where_node_exporter_reads_them_while_monitoring_is_on(values, expected):
+    assert plan({'ct1': dict(values, ansible_host='10.0.0.1')}, 'ct1')['job']['metrics_dir'] == expected
