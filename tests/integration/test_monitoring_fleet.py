@@ -32,13 +32,13 @@ SHARDS = {'ct1': 0, 'ct2': 1, 'ct3': 2}
 MONITOR = 'ct3'
 PROMETHEUS = 'http://%s:9090' % CTS[MONITOR]
 JOB = 'monx'
-SAMPLES = 2400
+SAMPLES = 9000
 JOB_DIR = '/srv/eagle3-extraction/%s' % JOB
 UNIT = 'eagle3-extraction-job@%s-shard-%%d.service' % JOB
 METRICS_DIR = '/var/lib/prometheus/node-exporter'
 # the no-progress window of the test (monitoring_no_progress_seconds); Prometheus scrapes and evaluates each second
 WINDOW = 10
-# the stand-in's pass: about 20 samples/s a host, 40 s a shard
+# the stand-in's pass: a shard takes a minute or more, so that the others work on while ct1 is stalled
 FORWARD_MS = '200'
 
 pytestmark = FLEET + [pytest.mark.whole_fleet]
@@ -174,6 +174,8 @@ def scenario(tmp_path_factory):
                        by_host_shard('eagle3_job_samples_done{extraction_job="%s"}' % JOB).get(('ct1', 0)))
     fired = wait_for('EAGLE3ShardNoProgress to fire for ct1', lambda: firing('EAGLE3ShardNoProgress'), WINDOW + 30)
     facts['fired'] = (fired, time.time() - stopped)
+    # the others were at work meanwhile (samples left, progress): the alert is not theirs
+    facts['others_at_fire'] = dict((name, (statuses(name)[SHARDS[name]]['state'], done(name))) for name in ('ct2', 'ct3'))
     mark('the no-progress alert fired')
     facts['server_up_while_stalled'] = query('up{job="sglang",host="ct1"}')
     ct('ct1', 'systemctl kill -s CONT %s' % (UNIT % 0))
@@ -223,6 +225,8 @@ def test_prometheus_has_the_samples_done_of_the_status_file_to_the_sample(scenar
 def test_a_stalled_shard_fires_the_no_progress_alert_within_its_window_and_it_clears(scenario):
     fired, after = scenario['fired']
     assert fired == {('ct1', '0')}
+    others = scenario['others_at_fire']
+    assert all(state == 'running' and 0 < count < SAMPLES // 3 for state, count in others.values()), others
     # the window, plus the scrape, the evaluation and the time the shard had been without a durable sample
     assert after <= WINDOW + 15
     # its server was healthy all along: the alert is about the job, not the server
