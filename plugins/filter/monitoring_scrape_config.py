@@ -21,7 +21,7 @@ description:
 positional: _input, rules_file, scrape_interval, evaluation_interval
 options:
   _input:
-    description: Every host's plan, C({host: plan}) (M(eagle3.extraction.inventory_check)'s C(plans)).
+    description: Every host's plan by its inventory name (M(eagle3.extraction.inventory_check)'s C(plans)).
     type: dict
     required: true
   rules_file:
