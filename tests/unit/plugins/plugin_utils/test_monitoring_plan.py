@@ -64,8 +64,7 @@ def test_the_scrape_config_labels_each_target_with_its_host():
 
 def test_the_online_masters_metrics_are_scraped_once():
     master = {'host': 'ct9', 'metrics_url': 'http://10.0.0.9:35903'}
-    found = {'ct1': {'monitoring': None, 'online': {'master': master}}, 'ct2': {'monitoring': None,
-                                                                            'online': {'master': master}}}
+    found = dict((host, {'monitoring': None, 'online': {'master': master}}) for host in ('ct1', 'ct2'))
     config, dummy = scrape_config(found, '/r.yml', 15, 15)
     assert config['scrape_configs'][-1] == {'job_name': 'mooncake-master', 'static_configs': [
         {'targets': ['10.0.0.9:35903'], 'labels': {'host': 'ct9'}}]}
