@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VENV := .venv
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: demo test deps fleet clean distclean lint sanity pytest pytest-main pytest-rollout pytest-multinode pytest-extraction pytest-online pytest-torch build
+.PHONY: demo test deps fleet clean distclean lint sanity pytest pytest-main pytest-rollout pytest-multinode pytest-extraction pytest-monitoring pytest-online pytest-torch build
 
 # the servers, then a small extraction job (300 samples of tests/job/demo_dataset.py) whose
 # progress table is shown until it is done, then the proof that every sample is there once
@@ -38,7 +38,7 @@ sanity: deps
 
 # the five pytest parts of `make test`, in its order (lab/run-all.sh runs each as a step)
 pytest: deps
-	$(MAKE) --no-print-directory pytest-main pytest-rollout pytest-multinode pytest-extraction pytest-online pytest-torch
+	$(MAKE) --no-print-directory pytest-main pytest-rollout pytest-multinode pytest-extraction pytest-monitoring pytest-online pytest-torch
 
 # every suite of the controller's venv (pytest.ini's testpaths) but the whole-fleet runs, the steps below
 pytest-main:
@@ -57,6 +57,11 @@ pytest-multinode:
 # SpecForge's loader (in the torch venv)
 pytest-extraction:
 	bash lab/bootstrap/torch-venv.sh >/dev/null && pytest -q tests/integration/test_extraction_fleet.py
+
+# the job watched by a real Prometheus on the fleet (the role monitoring): samples done equal to the status files,
+# the no-progress alert fired by a shard stalled on purpose and cleared when it goes on, the dashboard's queries
+pytest-monitoring:
+	pytest -q tests/integration/test_monitoring_fleet.py
 
 # training while extracting on the whole fleet: Mooncake, the gateways, SpecForge's producer and the reader, a
 # server killed mid-run, every sample once and equal to the files mode's, no hidden state on a disk; then the

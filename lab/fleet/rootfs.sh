@@ -8,8 +8,9 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 # libibverbs1, libnuma1 and libcurl4: what Mooncake's wheels link against (the online mode's ml_env_system_packages;
-# the containers reach no apt index, so they are in the image, as on a site whose base image has them)
-PACKAGES=systemd,systemd-sysv,dbus,python3,python3-venv,sudo,iproute2,procps,psmisc,openssh-server,ca-certificates,libibverbs1,libnuma1,libcurl4
+# the containers reach no apt index, so they are in the image, as on a site whose base image has them);
+# prometheus and prometheus-node-exporter: the role monitoring's packages (Debian's), for the same reason
+PACKAGES=systemd,systemd-sysv,dbus,python3,python3-venv,sudo,iproute2,procps,psmisc,openssh-server,ca-certificates,libibverbs1,libnuma1,libcurl4,prometheus,prometheus-node-exporter
 # the name changes with the package list and with this script, so an edit rebuilds it
 tar=$LAB/cache/rootfs-$(sha256sum < "$0" | cut -c1-12).tar
 if [ -f "$tar" ]; then echo "$tar"; exit 0; fi
@@ -33,6 +34,8 @@ printf '[Service]\nExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\nExecStart
 for u in getty@tty1.service console-getty.service systemd-networkd-wait-online.service; do
   ln -sf /dev/null "$work/etc/systemd/system/$u"
 done
+# installed, not running: only the role monitoring enables them (Prometheus on the monitoring host alone)
+chroot "$work" systemctl disable prometheus.service prometheus-node-exporter.service >/dev/null 2>&1
 apt_clean=("$work"/var/cache/apt/archives/*.deb); rm -f "${apt_clean[@]}"
 tar -C "$work" --numeric-owner -cf "$tar.part" . && mv "$tar.part" "$tar"
 find "$LAB/cache" -maxdepth 1 -name "rootfs-*.tar" ! -path "$tar" -delete   # older templates

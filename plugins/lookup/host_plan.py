@@ -35,7 +35,8 @@ _raw:
   description:
     - One element, the plan - C(server) (C(layout), C(multinode), C(address), C(url), C(flags), C(tp_size),
       C(local_tp), C(environment), C(unit), C(dump_dir), C(leftover_patterns)), C(python), C(job) (C(name),
-      C(shards), C(shard_count), C(dir), C(output_dirs), C(server_url), C(dump_dir)) and C(stamp).
+      C(shards), C(shard_count), C(dir), C(output_dirs), C(server_url), C(dump_dir), C(metrics_dir)), C(online),
+      C(monitoring) and C(stamp).
   type: list
   elements: dict
 """

@@ -32,7 +32,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.eagle3.extraction.plugins.module_utils.shard_layout import shard_dir_name
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils import (
-    online_plan, server_address, server_layout, variables)
+    monitoring_plan, online_plan, server_address, server_layout, variables)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.extraction_job import JobDirError, job_dir
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.ml_env import venv_python
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_config import ServerConfigError, checked_flags
@@ -186,10 +186,11 @@ def _server(hosts, host, values):
     }
 
 
-def _job(values, server):
+def _job(values, server, watched):
     """The job's shards (default its server's place among the inventory's servers, sorted by name: one
-    shard a server, which extract.yml runs on the server's rank 0), its dirs and the server it calls
-    (default its own server's client URL)."""
+    shard a server, which extract.yml runs on the server's rank 0), its dirs, the server it calls
+    (default its own server's client URL) and its metrics dir (default node_exporter's textfile dir while
+    monitoring is on: ``watched``, the plan's monitoring section)."""
     def given(name):
         return _given(values, 'extraction_job', name)
 
@@ -207,6 +208,7 @@ def _job(values, server):
         'output_dirs': dict((str(shard), posixpath.join(found, shard_dir_name(shard, count))) for shard in shards),
         'server_url': given('extraction_job_server_url') or server['url'],
         'dump_dir': given('extraction_job_dump_dir') or server['dump_dir'],
+        'metrics_dir': given('extraction_job_metrics_dir') or (watched['textfile_dir'] if watched else ''),
     }
 
 
@@ -217,8 +219,10 @@ def plan(hosts, host, online=None):
 
     Returns ``server`` (``layout``, ``multinode``, ``address``, ``url``, ``flags``, ``tp_size``,
     ``local_tp``, ``environment``, ``unit``, ``dump_dir``, ``leftover_patterns``), ``python``, ``job``
-    (``name``, ``shards``, ``shard_count``, ``dir``, ``output_dirs``, ``server_url``, ``dump_dir``), ``online``
-    (online_plan.section: None outside an online job) and ``stamp``; a host of the online groups alone (a master,
+    (``name``, ``shards``, ``shard_count``, ``dir``, ``output_dirs``, ``server_url``, ``dump_dir``, ``metrics_dir``),
+    ``online``
+    (online_plan.section: None outside an online job), ``monitoring`` (monitoring_plan.section: None while it is
+    off) and ``stamp``; a host of the online groups alone (a master,
     a trainer) has no ``server`` and ``job`` (None). Raises PlanError naming the host, the variable and its value.
     """
     online = dict((group, inputs(members, host)) for group, members in (online or {}).items())
@@ -226,15 +230,17 @@ def plan(hosts, host, online=None):
     hosts = inputs(hosts, host)
     if host not in hosts and own_online:
         values = next(members[host] for members in online.values() if host in members)
-        server = job = None
+        server = job = watched = None
     else:
         values = hosts.get(host, _Declared(host, {}, READ))
         try:
             server = _server(hosts, host, values)
         except (server_address.AddressError, ServerConfigError) as exc:
             raise PlanError('%s: %s' % (host, exc)) from None
+        # what Prometheus scrapes of it (None while monitoring is off)
+        watched = monitoring_plan.section(host, values, server)
         try:
-            job = _job(values, server)
+            job = _job(values, server, watched)
         except JobDirError as exc:
             raise PlanError('%s: %s' % (host, exc)) from None
     python = values.get('ml_env_python_bin') or venv_python(values.get('ml_env_path'))
@@ -242,7 +248,7 @@ def plan(hosts, host, online=None):
         found = online_plan.section(hosts, online, host, server, job)
     except server_address.AddressError as exc:
         raise PlanError('%s: %s' % (host, exc)) from None
-    return {'server': server, 'python': python, 'job': job, 'online': found, 'stamp': STAMP}
+    return {'server': server, 'python': python, 'job': job, 'online': found, 'monitoring': watched, 'stamp': STAMP}
 
 
 # the extraction servers: a multi-node server's other nodes are among them

@@ -14,16 +14,16 @@ import copy
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.role_variables import (
-    extraction_job, gpu_check, ml_env, mooncake_master, online_training, proxmox_container, sglang_patch,
+    extraction_job, gpu_check, ml_env, monitoring, mooncake_master, online_training, proxmox_container, sglang_patch,
     sglang_server)
 
 # the roles in the order a container is brought up; then the online mode's own hosts: its store
-# (mooncake_master) and its trainer (online_training)
+# (mooncake_master) and its trainer (online_training); then what watches them all (monitoring)
 ROLES = ('proxmox_container', 'gpu_check', 'ml_env', 'sglang_patch', 'sglang_server', 'extraction_job',
-         'mooncake_master', 'online_training')
+         'mooncake_master', 'online_training', 'monitoring')
 _MODULES = dict((module.ROLE, module) for module in (
     proxmox_container, gpu_check, ml_env, sglang_patch, sglang_server, extraction_job, mooncake_master,
-    online_training))
+    online_training, monitoring))
 AUTHOR = 'eagle3.extraction maintainers'
 
 

@@ -39,7 +39,7 @@ def test_readme_table_is_made_from_the_argument_spec(role):
 
 
 def test_every_role_is_checked():
-    assert set(ROLES) == {'extraction_job', 'gpu_check', 'ml_env', 'mooncake_master', 'online_training',
+    assert set(ROLES) == {'extraction_job', 'gpu_check', 'ml_env', 'monitoring', 'mooncake_master', 'online_training',
                           'proxmox_container', 'sglang_patch', 'sglang_server'}
 
 

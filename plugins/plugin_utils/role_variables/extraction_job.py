@@ -390,13 +390,15 @@ VARIABLES = (
         description='Where each shard unit appends its log, C(<name>-shard-<i>.log).',
         rule=owned_dir()),
     Variable(
-        'extraction_job_metrics_dir', 'path', '',
+        'extraction_job_metrics_dir', 'path', "{{ lookup('eagle3.extraction.host_plan').job.metrics_dir }}",
         description=(
             "node_exporter's textfile collector dir (Debian's C(prometheus-node-exporter) reads "
             'C(/var/lib/prometheus/node-exporter)): at each status tick every shard writes its Prometheus metrics '
             'there, C(eagle3_extraction_<name>_shard<i>.prom) (samples done, tokens/s, ETA, state, /dev/shm, output '
-            'disk, errors, the time of the last durable sample...), atomically. Empty: no metrics.'),
-        rule=path(empty=True)),
+            'disk, errors, the time of the last durable sample...), atomically. Empty: no metrics. Default (the '
+            "host's plan): the role C(eagle3.extraction.monitoring)'s C(monitoring_textfile_dir) when "
+            'C(monitoring_prometheus_host) is set, else empty.'),
+        rule=path(empty=True), plan=True),
     Variable(
         'extraction_job_unit', 'str', 'eagle3-extraction-job',
         description='The systemd template unit, without C(@.service); one instance per shard.',

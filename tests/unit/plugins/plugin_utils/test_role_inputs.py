@@ -181,6 +181,19 @@ BAD = {
     # at least 1000 ms (500 ms gave -707 LEASE_EXPIRED under load)
     'mooncake_master_kv_lease_ms': [500, 999, 0, -1],
     'mooncake_master_ready_timeout': [0, 3601],
+    'monitoring_prometheus_host': ['a b', 'x;y', '-flag', 'ct3\n'],
+    'monitoring_textfile_dir': ['relative/dir', '/var/lib', ''],
+    'monitoring_config_dir': ['prometheus', '/etc'],
+    'monitoring_node_exporter_port': [0, 65536],
+    'monitoring_prometheus_port': [0, 70000],
+    'monitoring_scrape_interval': [0, 301, 1.5e9],
+    'monitoring_evaluation_interval': [0, 301],
+    'monitoring_no_progress_seconds': [-1, 7 * 24 * 3600 + 1, float('inf')],
+    'monitoring_server_down_seconds': [-1, True],
+    'monitoring_shm_high_seconds': [-1],
+    'monitoring_output_floor_seconds': [-1],
+    'monitoring_metrics_stale_seconds': [-1, 10 ** 9],
+    'monitoring_ready_timeout': [0, 3601],
     'online_training_job': ['a-b', '.hidden', 'a b', 'x' * 65],
     'online_training_mooncake_master': ['a b', 'x;y', '-flag'],
     'online_training_run_id': ['-run', 'a/b', 'a b', ''],
@@ -290,6 +303,9 @@ GOOD = {
     'online_training_draft_config': ['/srv/draft/config.json'],
     'online_training_gpus': [[], ['0', '7']],
     'online_training_segment_share': [0.01, 0.5, 1],
+    'monitoring_prometheus_host': ['', 'ct3', 'mon.example'],
+    'monitoring_no_progress_seconds': [0, 60, 1800],
+    'monitoring_scrape_interval': [1, 15],
 }
 
 
