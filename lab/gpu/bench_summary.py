@@ -55,7 +55,7 @@ def main(path):
     for n, (tag, rates) in enumerate(starts, 1):
         steady = f"{statistics.mean(rates[1:]):,.0f}" if len(rates) > 1 else "-"
         print(f"| {n} | {tag} | {rates[0]:,.0f} | {steady} |")
-    sides = list(dict.fromkeys(t.split("-")[0] for t, _ in starts if not t.startswith("warm")))
+    sides = list(dict.fromkeys(t.split("-")[0] for t, _rates in starts if not t.startswith("warm")))
     if len(sides) < 2:
         print("INFO no start of one side: no comparison")
         return 1
