@@ -82,7 +82,9 @@ now() { date +%s.%N; }
 secs() { python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 2))" "$1" "$2"; }
 server_up() { rm -rf "$DUMP"; mkdir -p "$DUMP"; server_restart; }
 # the server's own command again, its dump dir as it was (what the unit's Restart= does)
-server_restart() { start_server ours "$PORT" "$DUMP" "$M/model" "$LAYERS"; }
+# --enable-return-hidden-states: the files mode's capture check asks the server for its own hidden states (the
+# sglang_server role adds it while extraction_job_capture_check is on)
+server_restart() { start_server ours "$PORT" "$DUMP" "$M/model" "$LAYERS" --enable-return-hidden-states; }
 memory_watch() {  # the GPU's memory used, every 2 s, into $1 (the online runs: server and trainer side by side)
   ( while :; do "$NVIDIA_SMI" --query-gpu=memory.used,memory.total --format=csv,noheader,nounits >>"$1"; sleep 2; done ) &
   MEM_PID=$!
