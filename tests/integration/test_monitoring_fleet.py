@@ -4,12 +4,12 @@ container's job metrics (node_exporter's textfile collector) and every server's 
 
 1. extract.yml starts a job of 3 shards (ct1, ct2, ct3) with monitoring on, a 1 s scrape and evaluation interval
    and a 10 s no-progress window (the role's variables).
-2. Every target is up; Prometheus's query API returns, for each shard, the samples done its status file shows
-   (the file status.yml's extraction_status reads), to the sample, while the shard is frozen.
+2. Every target is up; Prometheus's query API returns, for each shard, the samples done that status.yml shows
+   (`-e status_format=json`), to the sample, while the shard is frozen.
 3. ct1's job is stalled on purpose (SIGSTOP: its server stays healthy): EAGLE3ShardNoProgress fires for ct1's
    shard within its window, for no other shard; the job goes on (SIGCONT) and the alert clears.
 4. Every query of the dashboard returns without error, and at the end of the job every shard's samples done in
-   Prometheus equals its status file's.
+   Prometheus equals what status.yml shows.
 """
 
 import json
@@ -96,6 +96,19 @@ def done(name):
     return statuses(name).get(SHARDS[name], {}).get('samples_done', 0)
 
 
+def status_yml(tmp_path, name):
+    """{(host, shard index): samples done} as `status.yml -e status_format=json` prints them (what a user or a
+    script reads)."""
+    runner, output = playbook(tmp_path, name, 'playbooks/status.yml',
+                              {'extraction_job_name': JOB, 'status_format': 'json'})
+    assert runner.rc == 0, output[-4000:]
+    shown = [event['event_data']['res']['msg'] for event in runner.events
+             if event.get('event') == 'runner_on_ok' and event['event_data'].get('task') == 'Show the report as JSON']
+    assert len(shown) == 1, output[-4000:]
+    return dict(((shard['host'], shard['shard_index']), shard['samples_done'])
+                for shard in json.loads(shown[0])['shards'])
+
+
 def firing(alert):
     """{(host, shard)} of the alert's firing instances."""
     return set((a['labels'].get('host'), a['labels'].get('shard')) for a in prometheus('/api/v1/alerts')['data']['alerts']
@@ -170,7 +183,7 @@ def scenario(tmp_path_factory):
     ct('ct1', 'systemctl kill -s STOP %s' % (UNIT % 0))
     stopped = time.time()
     time.sleep(3)   # a scrape or two of the frozen file
-    facts['frozen'] = (statuses('ct1')[0]['samples_done'],
+    facts['frozen'] = (status_yml(tmp, 'status-frozen').get(('ct1', 0)),
                        by_host_shard('eagle3_job_samples_done{extraction_job="%s"}' % JOB).get(('ct1', 0)))
     fired = wait_for('EAGLE3ShardNoProgress to fire for ct1', lambda: firing('EAGLE3ShardNoProgress'), WINDOW + 30)
     facts['fired'] = (fired, time.time() - stopped)
@@ -197,7 +210,7 @@ def scenario(tmp_path_factory):
     wait_for('every shard to complete', lambda: all(statuses(n).get(SHARDS[n], {}).get('state') == 'complete'
                                                     for n in CTS), 300, every=2)
     time.sleep(3)
-    facts['final'] = (dict((name, statuses(name)[SHARDS[name]]['samples_done']) for name in CTS),
+    facts['final'] = (status_yml(tmp, 'status-final'),
                       by_host_shard('eagle3_job_samples_done{extraction_job="%s"}' % JOB))
     mark('the job completed')
     print('timings: %s' % timings, flush=True)
@@ -217,9 +230,10 @@ def test_prometheus_scrapes_every_container_labelled_with_its_host(scenario):
 def test_prometheus_has_the_samples_done_of_the_status_file_to_the_sample(scenario):
     in_status, in_prometheus = scenario['frozen']
     assert in_status > 0 and in_prometheus == in_status
-    status, prometheus_done = scenario['final']
-    assert prometheus_done == dict(((name, SHARDS[name]), float(status[name])) for name in CTS)
-    assert sum(status.values()) == SAMPLES
+    shown, prometheus_done = scenario['final']
+    assert prometheus_done == dict((key, float(value)) for key, value in shown.items())
+    assert sorted(shown) == sorted((name, SHARDS[name]) for name in CTS)
+    assert sum(shown.values()) == SAMPLES
 
 
 def test_a_stalled_shard_fires_the_no_progress_alert_within_its_window_and_it_clears(scenario):
