@@ -333,7 +333,8 @@ VARIABLES = (
                 'layer and the max abs diff), writing nothing more.'),
             (
                 "The server needs C(--enable-return-hidden-states): the host plan adds it to the server's flags "
-                'while this is on in the files mode (the same on every node of a server).'),
+                'while this is on in the files mode (the same on every node of a server). The flag cost nothing '
+                "measurable on one H100 (docs/benchmarks.md, \"The server flags the roles add\")."),
         ],
         plan=True, same_on_every_node=True,
         comment="The capture checked against the server's return_hidden_states after each (re)start."),

@@ -234,9 +234,11 @@ VARIABLES = (
         description=(
             "C(--enable-metrics): SGLang serves its own Prometheus metrics (requests running and queued, tokens, "
             "latencies) at C(/metrics) on the server's port. The host plan adds the flag while this is on; a value "
-            'of C(enable-metrics) in O(sglang_server_flags) or O(sglang_server_extra_args) stands over it.'),
+            'of C(enable-metrics) in O(sglang_server_flags) or O(sglang_server_extra_args) stands over it. On by '
+            "default: on one H100 it cost nothing measurable (docs/benchmarks.md, \"The server flags the roles "
+            'add").'),
         plan=True,
-        comment="SGLang's own Prometheus metrics at /metrics on the server's port (--enable-metrics)."),
+        comment="SGLang's own Prometheus metrics at /metrics on the server's port (--enable-metrics); no measurable cost."),
     Variable(
         'sglang_server_dump_dir', 'str', '/dev/shm/sglang_hs',
         description=(
