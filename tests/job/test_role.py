@@ -235,7 +235,8 @@ def test_role_upgrade_leaves_no_module_the_source_removed(job_dirs):
 def test_state_stopped_runs_through_install_configure_and_stop(job_dirs):
     """extraction_job_state: stopped, a documented value, failed every time after the install: configure registered
     the unit template's result under the name of the dict owned_paths takes (vars/main.yml), and stop.yml handed
-    owned_paths a task result. A stand-in systemctl lists no unit (this machine runs no systemd)."""
+    owned_paths a task result. A stand-in systemctl lists no unit (this machine runs no systemd). The stop takes the
+    job out of Prometheus: its metrics files go, node_exporter's other files stay."""
     tmp = job_dirs["root"]
     bin_dir = tmp / "bin"
     bin_dir.mkdir()
@@ -251,8 +252,16 @@ def test_state_stopped_runs_through_install_configure_and_stop(job_dirs):
         "extraction_job_log_dir": str(tmp / "log"), "extraction_job_systemd_dir": str(tmp / "systemd"),
     }
     (tmp / "systemd").mkdir()
+    # node_exporter's textfile dir: a metrics file the job left, which would go on saying "running", and another
+    # collector's
+    metrics = tmp / "textfile"
+    metrics.mkdir()
+    (metrics / "eagle3_extraction_stopjob_shard0.prom").write_text('eagle3_job_state{state="running"} 1\n')
+    (metrics / "apt.prom").write_text("apt_upgrades_pending 0\n")
+    extra["extraction_job_metrics_dir"] = str(metrics)
     result = run_role(tmp, extra, tags="all", bin_dir=bin_dir)
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp / "systemd" / "eagle3-extraction-job@.service").is_file()
+    assert sorted(p.name for p in metrics.iterdir()) == ["apt.prom"]
     calls = (bin_dir / "calls").read_text()
     assert "list-units --all --plain --no-legend eagle3-extraction-job@*.service" in calls, calls
