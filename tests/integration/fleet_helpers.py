@@ -1,6 +1,7 @@
-"""Shared by the tests on the local fleet (lab/fleet/): whether it is up, and SSH into its hosts
-from the controller's own network namespace, through the lab's switch (lab-ctl)."""
+"""Shared by the tests on the local fleet (lab/fleet/): whether it is up, SSH into its hosts
+from the controller's own network namespace, through the lab's switch (lab-ctl), and the job's status files there."""
 
+import json
 import os
 import subprocess
 
@@ -31,3 +32,15 @@ def lab_ssh(address, command, check=True, timeout=60):
     if check:
         assert result.returncode == 0, '%s: %s\n%s%s' % (address, command, result.stdout, result.stderr)
     return result
+
+
+def shard_statuses(run, job_dir):
+    """{shard index: status.json} of every shard of the job dir on one host, read with ``run(command)`` (a command
+    on that host, returning a CompletedProcess); {} when it cannot be read."""
+    result = run('for f in %s/shard-*/status.json; do [ -f "$f" ] && cat "$f" && echo @@@; done' % job_dir)
+    found = {}
+    for text in result.stdout.split('@@@'):
+        if text.strip():
+            status = json.loads(text)
+            found[int(status['shard_index'])] = status
+    return found

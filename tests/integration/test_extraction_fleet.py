@@ -36,7 +36,7 @@ import pytest
 import yaml
 
 from collection_helpers import REPO, VENV_BIN
-from fleet_helpers import FLEET, lab_ssh
+from fleet_helpers import FLEET, lab_ssh, shard_statuses
 
 LAB = os.environ.get('EAGLE3_LAB', '/var/lib/eagle3-lab')
 DEMO_INVENTORY = os.path.join(REPO, 'inventory', 'demo')
@@ -89,14 +89,7 @@ def pct(name, action):
 
 def statuses(name):
     """{shard index: status.json} of the host; {} when it cannot be reached."""
-    result = ct(name, 'for f in %s/shard-*/status.json; do [ -f "$f" ] && cat "$f" && echo @@@; done' % JOB_DIR,
-                check=False, timeout=20)
-    found = {}
-    for text in result.stdout.split('@@@'):
-        if text.strip():
-            status = json.loads(text)
-            found[int(status['shard_index'])] = status
-    return found
+    return shard_statuses(lambda command: ct(name, command, check=False, timeout=20), JOB_DIR)
 
 
 def wait_for(what, predicate, timeout):

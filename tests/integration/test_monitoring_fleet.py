@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from collection_helpers import REPO, VENV_BIN
-from fleet_helpers import FLEET, lab_ssh
+from fleet_helpers import FLEET, lab_ssh, shard_statuses
 
 DEMO_INVENTORY = os.path.join(REPO, 'inventory', 'demo')
 DASHBOARD = os.path.join(REPO, 'roles', 'monitoring', 'files', 'eagle3-dashboard.json')
@@ -82,14 +82,7 @@ def by_host_shard(expr):
 
 def statuses(name):
     """{shard index: status.json} of the host, as the extraction_status module (status.yml) reads them."""
-    result = ct(name, 'for f in %s/shard-*/status.json; do [ -f "$f" ] && cat "$f" && echo @@@; done' % JOB_DIR,
-                check=False, timeout=20)
-    found = {}
-    for text in result.stdout.split('@@@'):
-        if text.strip():
-            status = json.loads(text)
-            found[int(status['shard_index'])] = status
-    return found
+    return shard_statuses(lambda command: ct(name, command, check=False, timeout=20), JOB_DIR)
 
 
 def done(name):
