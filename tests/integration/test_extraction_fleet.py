@@ -92,14 +92,15 @@ def statuses(name):
     return shard_statuses(lambda command: ct(name, command, check=False, timeout=20), JOB_DIR)
 
 
-def wait_for(what, predicate, timeout):
+def wait_for(what, predicate, timeout, every=0.5):
+    """``predicate()``'s first true value, asked every ``every`` s; fails naming ``what`` after ``timeout`` s."""
     deadline = time.time() + timeout
     while True:
         value = predicate()
         if value:
             return value
         assert time.time() < deadline, 'waited %d s for %s' % (timeout, what)
-        time.sleep(0.5)
+        time.sleep(every)
 
 
 def done(name, shard):

@@ -24,6 +24,7 @@ import yaml
 
 from collection_helpers import REPO, VENV_BIN
 from fleet_helpers import FLEET, lab_ssh, shard_statuses
+from test_extraction_fleet import wait_for
 
 DEMO_INVENTORY = os.path.join(REPO, 'inventory', 'demo')
 DASHBOARD = os.path.join(REPO, 'roles', 'monitoring', 'files', 'eagle3-dashboard.json')
@@ -46,16 +47,6 @@ pytestmark = FLEET + [pytest.mark.whole_fleet]
 
 def ct(name, command, **kwargs):
     return lab_ssh(CTS[name], command, **kwargs)
-
-
-def wait_for(what, predicate, timeout, every=0.5):
-    deadline = time.time() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.time() < deadline, 'waited %d s for %s' % (timeout, what)
-        time.sleep(every)
 
 
 def prometheus(path, **params):
