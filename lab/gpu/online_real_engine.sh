@@ -225,7 +225,8 @@ if [ -n "${OUT:-}" ]; then
   cp "$RECORD" "$OUT/" 2>/dev/null
   for f in "$WORK"/ours.log "$WORK"/jobs/*.log "$WORK"/*/producer.log "$WORK"/*/consumer.log "$WORK"/*/gateway.log \
            "$WORK"/train-files.log "$WORK"/eval-*.log; do
-    [ -f "$f" ] && tail -2000 "$f" >"$OUT/$(basename "$(dirname "$f")")-$(basename "$f")"
+    # progress bars end their lines with \r: the logs come back with \n (sanity: line endings)
+    [ -f "$f" ] && tail -2000 "$f" | tr "\r" "\n" >"$OUT/$(basename "$(dirname "$f")")-$(basename "$f")"
   done
 fi
 echo "== $MODE: $FAILS failure(s) =="
