@@ -121,10 +121,15 @@ def online(tmp_path_factory):
             time.sleep(0.5)
             continue
         found = progress(reader_dir)
+        # the writes sampled just before the kill (the killed server's last count) and after it, not while waiting
+        # for it: a sample is an ssh to every container, and one each turn let the run go on for seconds between
+        # two looks at the progress (killed at 105 of 200 once, for KILL_AT 10). No process ends before the kill
         if killed is None and found.get('consumed', 0) >= KILL_AT:
+            written(counters)
             ct('ct2', 'systemctl kill --signal=KILL %s' % SERVER_UNIT)
             killed = found.get('consumed')
-        written(counters)
+        if killed is not None:
+            written(counters)
     done = time.time()
     thread.join()
     assert runner.rc == 0, runner.stdout.read()[-6000:]
