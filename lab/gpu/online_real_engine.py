@@ -11,6 +11,9 @@
   dataset   the reader's records -> the files mode's dataset of the same token ids (r<index> ids)
   eval      SpecForge's own evaluator (Trainer.evaluate) on every checkpoint of some runs, one fixed eval
             set of files: a JSON line per checkpoint
+  order     the files mode's features laid out (symlinks) so that SpecForge's offline trainer reads them in the
+            order an online run's trainer read them: the two modes compared with the samples in one order
+  steps     two trainings' step losses side by side: the same sample at each step shows as the same loss
   report    the tables (times, bytes, eval losses, their spreads) from the recorded JSON lines
 
 Run with the kit's python; SpecForge's wheels, Mooncake's and the job's package on PYTHONPATH.
@@ -338,6 +341,74 @@ def run_eval(args):
     return rc
 
 
+def run_order(args):
+    """The online run's trainer read the refs in the order its producer committed them (refs.jsonl, append-only),
+    which its lease batches and the server's timing decide; SpecForge's offline trainer reads the sorted feature
+    files in torch.randperm(seed + epoch) order. Symlinks to the files mode's .ckpt files, named so that the
+    offline trainer's k-th sample is the online trainer's k-th: SpecForge's own listing and shuffle, read back,
+    prove it. A ref names no prompt (its task id is random): it is matched by its token count (the prompts'
+    lengths are distinct but for a few), a tie given in the producer's own order (random.Random(seed + epoch))."""
+    # pylint: disable=import-outside-toplevel,import-error
+    import sqlite3
+    from specforge.launch import _distributed_sampler_indices, _epoch_prompt_indices
+    from specforge.runtime.data_plane.offline_reader import list_feature_files
+    with open(args.refs, encoding="utf-8") as f:
+        refs = [json.loads(line) for line in f if line.strip()]
+    with open(args.dataset, encoding="utf-8") as f:
+        ids = [json.loads(line)["id"] for line in f if line.strip()]
+    out_dir = os.path.dirname(os.path.abspath(args.manifest))
+    with sqlite3.connect(f"file:{args.manifest}?mode=ro", uri=True) as db:
+        files = {sid: (os.path.join(out_dir, path), tokens) for sid, path, tokens in
+                 db.execute("SELECT sample_id, path, tokens FROM samples WHERE state = 'done'")}
+    producer = [ids[i] for i in _epoch_prompt_indices(ids, 0, seed=args.seed)]
+    order, ties = [], 0
+    for ref in refs:
+        matches = [sid for sid in producer if sid not in order and files[sid][1] == ref["num_tokens"]]
+        if not matches:
+            print(f"FAIL no file of {ref['num_tokens']} tokens left for ref {ref['sample_id']}")
+            return 1
+        ties += len(matches) > 1
+        order.append(matches[0])
+    if len(order) != len(ids):
+        print(f"FAIL {len(order)} refs for {len(ids)} prompts")
+        return 1
+    perm = _distributed_sampler_indices(len(order), dp_rank=0, dp_size=1, seed=args.seed, epoch=0)
+    os.makedirs(args.out)
+    for position, sid in zip(perm, order):
+        os.symlink(files[sid][0], os.path.join(args.out, f"order_{position:05d}.ckpt"))
+    listed = list_feature_files(args.out)
+    read = [os.path.realpath(listed[i]) for i in perm]
+    same = read == [os.path.realpath(files[sid][0]) for sid in order]
+    emit({"order": {"samples": len(order), "ties": ties, "as_produced": sum(a == b for a, b in zip(order, producer)),
+                    "offline_reads_online_order": same}}, args.record)
+    return 0 if same else 1
+
+
+def step_losses(log):
+    losses = {}
+    with open(log, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            step = STEP_RE.match(line)
+            loss = re.search(r"'loss': ([-0-9.e]+)", line)
+            if step and loss:
+                losses[int(step.group(1))] = float(loss.group(1))
+    return losses
+
+
+def run_steps(args):
+    """Two trainings' losses step by step: with one sample order, each step's loss is that sample's (the weights
+    barely differ between the runs), so the steps whose losses agree show the order was the same."""
+    (label_a, log_a), (label_b, log_b) = (spec.split(":", 1) for spec in (args.a, args.b))
+    a, b = step_losses(log_a), step_losses(log_b)
+    common = sorted(set(a) & set(b))
+    gaps = [abs(a[s] - b[s]) / max(abs(a[s]), 1e-9) for s in common]
+    within = sum(gap <= args.rel for gap in gaps)
+    emit({"steps": {"a": label_a, "b": label_b, "steps": len(common), "within": within, "rel": args.rel,
+                    "largest_rel_gap": round(max(gaps, default=float("nan")), 6),
+                    "first_five": [[round(a[s], 4), round(b[s], 4)] for s in common[:5]]}}, args.record)
+    return 0 if common and within == len(common) else 1
+
+
 def run_report(args):
     with open(args.record, encoding="utf-8") as f:
         rows = [json.loads(line) for line in f]
@@ -410,11 +481,24 @@ def main():
     evaluate.add_argument("--record")
     evaluate.add_argument("--until", help="evaluate checkpoints as they come until this file exists")
     evaluate.add_argument("--delete", action="store_true", help="delete each checkpoint once evaluated")
+    order = sub.add_parser("order")
+    order.add_argument("--refs", required=True, help="the online run's refs.jsonl (its trainer's read order)")
+    order.add_argument("--dataset", required=True, help="the prompts both modes ran (their ids, in order)")
+    order.add_argument("--manifest", required=True, help="the files mode's manifest.sqlite")
+    order.add_argument("--seed", type=int, default=0)
+    order.add_argument("--out", required=True, help="a new directory: the symlinks")
+    order.add_argument("--record")
+    steps = sub.add_parser("steps")
+    steps.add_argument("--a", required=True, help="LABEL:LOG")
+    steps.add_argument("--b", required=True, help="LABEL:LOG")
+    steps.add_argument("--rel", type=float, default=0.01, help="the relative gap within which a step agrees")
+    steps.add_argument("--record")
     report = sub.add_parser("report")
     report.add_argument("--record", required=True)
     report.add_argument("--pairs", nargs="*", default=[], help="A,B[,LIMIT]: the largest eval-loss gap of two runs")
     args = parser.parse_args()
-    return {"online": run_online, "vocab": run_vocab, "dataset": run_dataset, "eval": run_eval, "report": run_report}[args.command](args)
+    return {"online": run_online, "vocab": run_vocab, "dataset": run_dataset, "eval": run_eval,
+            "order": run_order, "steps": run_steps, "report": run_report}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@
 #   online  the online mode, one run: producer and SpecForge's trainer beside the server on the one GPU, timed
 #           from the producer's start to the trainer's exit, the bytes every process wrote, the GPU memory at
 #           its peak; its checkpoints evaluated after it (no room for the evaluator beside server and trainer)
+#   ordered the files mode's training again, fed in the order online's trainer read the samples (symlinks named
+#           so that SpecForge's offline shuffle gives that order), its step and eval losses against online's
 #   fault   a second online run with the server SIGKILLed (its process group) at trainer step $KILL_AT and
 #           started again with its own command (what the unit's Restart= does; no systemd on the GPU
 #           machine); its checkpoints evaluated; the eval losses of the three trainings side by side
@@ -27,7 +29,7 @@
 # Needs the SGLang kit in /tmp/kit (parts, as lab/gpu/specforge_side_by_side.sh), .kit/sf (SpecForge's
 # wheels), .kit/mc (Mooncake's CUDA-less wheel for Python 3.12 and msgpack: lab/gpu/online_kit.sh) and
 # ansible-core's wheels in .whl. From the repository root, one call each (at most 10 minutes a call):
-#     bash lab/gpu/online_real_engine.sh extract|train|online|fault      (or all)
+#     bash lab/gpu/online_real_engine.sh extract|train|online|ordered|fault      (or all)
 # (extract: SKIP_SAME=1 leaves out the same-tensors check; EVAL_SET_ONLY=1 extracts the eval set alone)
 # Prints PASS/FAIL lines and JSON result lines ($OUT/online-results.jsonl); exit 0 only if all passed.
 set -uo pipefail
@@ -36,7 +38,7 @@ cd "$(dirname "$0")/../.." || exit 1
 MODE=${1:-extract}
 if [ "$MODE" = all ]; then
   rc=0
-  for mode in extract train online fault; do bash "$SELF" "$mode" || rc=1; done
+  for mode in extract train online ordered fault; do bash "$SELF" "$mode" || rc=1; done
   exit "$rc"
 fi
 WORK=${ONLINE_WORK:-/tmp/online_real}
@@ -167,6 +169,20 @@ online_trained() {  # name [kill_at]: one online run (the server SIGKILLed at tr
   "${ENGINE[@]}" report --record "$RECORD" --pairs "files,$name,0.01" online-1,online-2 \
     && pass "$name's eval losses within 0.01 of the files mode's at every eval" || fail "eval losses apart"
 }
+files_trained() {  # label features_dir: SpecForge's offline trainer, one epoch from the files, evaluated beside it
+  local label=$1 t0
+  run_config "$WORK/train-$label.yaml" "$2" "$label" "$WORK/train-$label/out"
+  run_config "$WORK/eval.yaml" "$WORK/files-eval" eval "$WORK/eval-out" \
+    "eval_hidden_states_path: $WORK/files-eval" "eval_interval: 25"
+  evaluate_beside "$label" "$WORK/train-$label/out" "$label"
+  t0=$(now)
+  env PYTHONPATH="$ENGINE_PYTHONPATH" NCCL_NVLS_ENABLE=0 timeout 420 "$SGL_PY" -m specforge.cli train \
+    -c "$WORK/train-$label.yaml" >"$WORK/train-$label.log" 2>&1 \
+    && pass "files mode: SpecForge trained one epoch from the files ($label)" \
+    || { fail "files mode: training $label"; grep -v -i warn "$WORK/train-$label.log" | tail -25; }
+  echo "{\"files_train\": {\"name\": \"$label\", \"seconds\": $(secs "$t0" "$(now)"), \"steps\": $(grep -c '^step [0-9]*:' "$WORK/train-$label.log")}}" | tee -a "$RECORD"
+  evaluated "$label"
+}
 online_run() {  # name consumer [more args]: one online run against the running server
   local name=$1 consumer=$2
   shift 2
@@ -202,17 +218,21 @@ if [ "$MODE" = extract ]; then
   files_job eval "$M/eval.jsonl" "$WORK/files-eval" 1
 elif [ "$MODE" = train ]; then
   # 3. the files mode's training (the server is down: the files are all it needs), evaluated beside it
-  run_config "$WORK/train-files.yaml" "$WORK/files-train" files "$WORK/train-files/out"
-  run_config "$WORK/eval.yaml" "$WORK/files-eval" eval "$WORK/eval-out" \
-    "eval_hidden_states_path: $WORK/files-eval" "eval_interval: 25"
-  evaluate_beside files "$WORK/train-files/out" files
-  t0=$(now)
-  env PYTHONPATH="$ENGINE_PYTHONPATH" NCCL_NVLS_ENABLE=0 timeout 420 "$SGL_PY" -m specforge.cli train \
-    -c "$WORK/train-files.yaml" >"$WORK/train-files.log" 2>&1 \
-    && pass "files mode: SpecForge trained one epoch from the files" \
-    || { fail "files mode: training"; grep -v -i warn "$WORK/train-files.log" | tail -25; }
-  echo "{\"files_train\": {\"seconds\": $(secs "$t0" "$(now)"), \"steps\": $(grep -c '^step [0-9]*:' "$WORK/train-files.log")}}" | tee -a "$RECORD"
-  evaluated files
+  files_trained files "$WORK/files-train"
+elif [ "$MODE" = ordered ]; then
+  # 6. the files mode's training again, its samples in the order the online run's trainer read them (the
+  # order, not the tensors, set the modes' eval losses apart: docs/gpu-proofs.md, second lease)
+  refs=$(find "$WORK/online-1" -name refs.jsonl | head -1)
+  rm -rf "$WORK/files-ordered"
+  "${ENGINE[@]}" order --refs "$refs" --dataset "$M/train.jsonl" --manifest "$WORK/files-train/manifest.sqlite" \
+    --out "$WORK/files-ordered" --record "$RECORD" \
+    && pass "SpecForge's offline trainer reads the files in online-1's order" || fail "the order"
+  files_trained files-ordered "$WORK/files-ordered"
+  "${ENGINE[@]}" steps --a "online-1:$WORK/online-1/consumer.log" --b "files-ordered:$WORK/train-files-ordered.log" \
+    --record "$RECORD" && pass "every step's training loss agrees: the same sample at every step" \
+    || fail "step losses apart"
+  "${ENGINE[@]}" report --record "$RECORD" --pairs "files-ordered,online-1,0.01" "files,files-ordered" \
+    && pass "online-1's eval losses within 0.01 of the files mode's in one order" || fail "eval losses apart"
 elif [ "$MODE" = online ]; then
   # 4. the online mode: one run, the trainer beside the server on the one GPU
   online_trained online-1
@@ -224,7 +244,7 @@ fi
 if [ -n "${OUT:-}" ]; then
   cp "$RECORD" "$OUT/" 2>/dev/null
   for f in "$WORK"/ours.log "$WORK"/jobs/*.log "$WORK"/*/producer.log "$WORK"/*/consumer.log "$WORK"/*/gateway.log \
-           "$WORK"/train-files.log "$WORK"/eval-*.log; do
+           "$WORK"/train-*.log "$WORK"/eval-*.log; do
     # progress bars end their lines with \r: the logs come back with \n (sanity: line endings)
     [ -f "$f" ] && tail -2000 "$f" | tr "\r" "\n" >"$OUT/$(basename "$(dirname "$f")")-$(basename "$f")"
   done
