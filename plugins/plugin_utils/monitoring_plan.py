@@ -15,7 +15,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_address import reached_at
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_listen import loopback
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_listen import host_port, loopback
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import spec_defaults
 
 ROLE = 'monitoring'
@@ -27,11 +27,6 @@ MOONCAKE_JOB = 'mooncake-master'
 
 def _given(values, name):
     return values[name] if name in values else spec_defaults(ROLE, (name,))[name]
-
-
-def _target(host, port):
-    """host:port as Prometheus takes it (an IPv6 address in brackets)."""
-    return '%s:%d' % ('[%s]' % host if ':' in host else host, port)
 
 
 def section(host, values, server):
@@ -50,11 +45,11 @@ def section(host, values, server):
     if server['layout']['rank'] == 0 and not loopback(server['address']['host']):
         where = urlsplit(server['address']['controller_url'] or '')
         if where.hostname:
-            sglang = _target(where.hostname, where.port)
+            sglang = host_port(where.hostname, where.port)
     return {
         'prometheus_host': _given(values, 'monitoring_prometheus_host'),
         'textfile_dir': _given(values, 'monitoring_textfile_dir'),
-        'node_exporter': _target(address, int(_given(values, 'monitoring_node_exporter_port'))) if address else None,
+        'node_exporter': host_port(address, int(_given(values, 'monitoring_node_exporter_port'))) if address else None,
         'sglang': sglang,
     }
 
@@ -80,7 +75,7 @@ def scrape_config(plans, rules_file, scrape_interval, evaluation_interval):
         master = (plan.get('online') or {}).get('master')
         if master and master.get('metrics_url'):
             where = urlsplit(master['metrics_url'])
-            mooncake[master['host']] = _static(_target(where.hostname, where.port), master['host'])
+            mooncake[master['host']] = _static(host_port(where.hostname, where.port), master['host'])
     jobs = [{'job_name': NODE_JOB, 'static_configs': node}]
     if sglang:
         jobs.append({'job_name': SGLANG_JOB, 'static_configs': sglang})

@@ -17,7 +17,7 @@ from __future__ import annotations
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import PCT_CONNECTION
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_listen import (
-    HOST_NAME, WILDCARD, AddressError, ip)
+    HOST_NAME, WILDCARD, AddressError, host_port, http_url, ip)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_address import reached_at
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import spec_defaults
 
@@ -44,10 +44,6 @@ def advertised(name, values):
     return found
 
 
-def _in_url(host):
-    return '[%s]' % host if ':' in host else host
-
-
 def endpoints(name, values):
     """What a Mooncake client of the master on host ``name`` is given, and the ports: ``host`` (advertised()),
     ``master_server_address``, ``metadata_server``, ``metrics_url``, and each port by its variable's name less
@@ -57,9 +53,9 @@ def endpoints(name, values):
     ports.update((key, values[key]) for key in PORTS if key in values)
     ports = dict((key[len('mooncake_master_'):], int(value)) for key, value in ports.items())
     found = {'host': host,
-             'master_server_address': '%s:%d' % (_in_url(host), ports['rpc_port']),
-             'metadata_server': 'http://%s:%d/metadata' % (_in_url(host), ports['metadata_port']),
-             'metrics_url': 'http://%s:%d' % (_in_url(host), ports['metrics_port'])}
+             'master_server_address': host_port(host, ports['rpc_port']),
+             'metadata_server': 'http://%s/metadata' % host_port(host, ports['metadata_port']),
+             'metrics_url': http_url(host, ports['metrics_port'])}
     found.update(ports)
     return found
 

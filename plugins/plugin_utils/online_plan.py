@@ -27,7 +27,7 @@ import ipaddress
 
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils import mooncake_address, server_address, server_layout
-from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_listen import AddressError
+from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_listen import AddressError, http_url
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import spec_defaults
 
 MASTERS = 'mooncake_masters'
@@ -83,10 +83,6 @@ def _address(host, values, what):
     return found
 
 
-def _url(host, port):
-    return 'http://%s:%d' % ('[%s]' % host if ':' in host else host, int(port))
-
-
 def environment(address, master):
     """The Mooncake variables of a client on a host the peers reach at ``address`` (SpecForge's and the
     gateway's), its master's endpoints ``master``."""
@@ -96,7 +92,7 @@ def environment(address, master):
 
 
 def _gateway_url(host, values):
-    return _url(_address(host, values, 'gateway'), _given(values, 'extraction_job', 'extraction_job_gateway_port'))
+    return http_url(_address(host, values, 'gateway'), _given(values, 'extraction_job', 'extraction_job_gateway_port'))
 
 
 def section(servers, online, host, server_plan=None, job_plan=None):

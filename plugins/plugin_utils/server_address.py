@@ -22,7 +22,7 @@ from ansible_collections.eagle3.extraction.plugins.module_utils.validate import 
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import PCT_CONNECTION, through_pct
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_layout import layout
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_listen import (
-    HOST_NAME, READ as LISTEN_READ, WILDCARD, AddressError, bind, http_port, ip, loopback)
+    HOST_NAME, READ as LISTEN_READ, WILDCARD, AddressError, bind, http_port, http_url, ip, loopback)
 
 # what the address is made of
 READ = LISTEN_READ + ('ansible_host', 'ansible_connection', 'proxmox_container_node')
@@ -39,10 +39,6 @@ def exposure_warning(address, api_key):
     return ('the server listens on %s (sglang_server_host), beyond localhost, and '
             'sglang_server_api_key is empty: anyone who reaches port %d can use the server. Set sglang_server_api_key '
             '(in Ansible Vault).' % (address['host'] or "'' (every address)", address['port']))
-
-
-def _url(host, port):
-    return 'http://%s:%d' % ('[%s]' % host if ':' in host else host, port)
 
 
 def ansible_host_error(name, values):
@@ -79,8 +75,8 @@ def _own(name, values):
     dummy, port = http_port(values)
     dummy, bind_host = bind(values)
     controller_host = _controller_host(name, values, bind_host)
-    controller = _url(controller_host, port) if controller_host else None
-    local = _url(LOCAL.get(bind_host, bind_host), port)
+    controller = http_url(controller_host, port) if controller_host else None
+    local = http_url(LOCAL.get(bind_host, bind_host), port)
     return port, bind_host, local, controller
 
 
@@ -105,7 +101,7 @@ def _rank0_urls(where, hosts):
     if not isinstance(given, str) or not (ip(given) or HOST_NAME.fullmatch(given)):
         raise AddressError('sglang_server_dist_init_host=%s of %s is not an address or host name'
                            % (show(given), rank0))
-    return _url(given, port), controller
+    return http_url(given, port), controller
 
 
 def address(hosts, host):

@@ -19,7 +19,7 @@ from __future__ import annotations
 from ansible_collections.eagle3.extraction.plugins.module_utils.validate import inventory_int, show
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.pct_connection import through_pct
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.server_listen import (
-    AddressError, bind, http_port, loopback)
+    AddressError, bind, host_port, http_port, loopback)
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.spec_defaults import spec_defaults
 from ansible_collections.eagle3.extraction.plugins.plugin_utils.variables import SAME_ON_EVERY_NODE, SECRETS
 
@@ -85,7 +85,7 @@ def layout(hosts, host):
         'rank0_address': _address(rank0, hosts[rank0]),
         # every server of the inventory, sorted: the extraction job's shards are one per server
         'servers': sorted(servers(hosts)),
-        'dist_init_addr': '%s:%s' % ('[%s]' % dist_host if ':' in dist_host else dist_host, port)
+        'dist_init_addr': host_port(dist_host, port)
         if len(nodes) > 1 and dist_host else '',
     }
 

@@ -25,6 +25,23 @@ WILDCARD = ('0.0.0.0', '::', '')
 PORT = re.compile(r'[0-9]{1,5}')
 
 
+def url_host(host):
+    """``host`` as it stands in a URL or before a ``:port``: an IPv6 address in brackets (RFC 3986), every other
+    host as it is. Every host:port and URL the collection writes is made here."""
+    return '[%s]' % host if ':' in host else host
+
+
+def host_port(host, port):
+    """``host:port`` (``[v6]:port``), as Prometheus's targets, Mooncake's master address and torch's
+    --dist-init-addr take it."""
+    return '%s:%s' % (url_host(host), port)
+
+
+def http_url(host, port):
+    """``http://host:port`` (``http://[v6]:port``)."""
+    return 'http://' + host_port(host, int(port))
+
+
 class AddressError(ValueError):
     """A value the address cannot be made of; the message names the variable and its value."""
 
