@@ -44,3 +44,12 @@ def shard_statuses(run, job_dir):
             status = json.loads(text)
             found[int(status['shard_index'])] = status
     return found
+
+
+def shown_json(runner, task):
+    """The JSON a debug task printed once (status.yml's ``Show the report as JSON``), from an ansible-runner run's
+    events; fails the test when the task printed it not exactly once."""
+    shown = [event['event_data']['res']['msg'] for event in runner.events
+             if event.get('event') == 'runner_on_ok' and event['event_data'].get('task') == task]
+    assert len(shown) == 1, '%s printed %d times' % (task, len(shown))
+    return json.loads(shown[0])

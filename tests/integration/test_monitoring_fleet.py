@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from collection_helpers import REPO, VENV_BIN
-from fleet_helpers import FLEET, lab_ssh, shard_statuses
+from fleet_helpers import FLEET, lab_ssh, shard_statuses, shown_json
 from test_extraction_fleet import wait_for
 
 DEMO_INVENTORY = os.path.join(REPO, 'inventory', 'demo')
@@ -86,11 +86,8 @@ def status_yml(tmp_path, name):
     runner, output = playbook(tmp_path, name, 'playbooks/status.yml',
                               {'extraction_job_name': JOB, 'status_format': 'json'})
     assert runner.rc == 0, output[-4000:]
-    shown = [event['event_data']['res']['msg'] for event in runner.events
-             if event.get('event') == 'runner_on_ok' and event['event_data'].get('task') == 'Show the report as JSON']
-    assert len(shown) == 1, output[-4000:]
     return dict(((shard['host'], shard['shard_index']), shard['samples_done'])
-                for shard in json.loads(shown[0])['shards'])
+                for shard in shown_json(runner, 'Show the report as JSON')['shards'])
 
 
 def firing(alert):
