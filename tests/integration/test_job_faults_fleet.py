@@ -9,8 +9,8 @@ stand-in server's unit), then what status.yml, systemd, the job's log and its fi
   past the bound ends `stalled, stopped after N restarts` (exit 4, the unit failed). The ANSWERED samples are
   durable, once each.
 - ct2 (shard 1), a wrong capture: SGLANG_STANDIN_RETURN_OTHER=1 (return_hidden_states answers other values than
-  the capture dumps). The capture check stops the shard before any sample: capture_mismatch, exit 2, no .ckpt, the
-  server never sent a sample; extract.yml fails naming it.
+  the capture dumps). The capture check stops the shard before any sample: capture_mismatch, exit 2, no .ckpt, no
+  sample sent to the server; extract.yml fails naming it.
 - ct3 (shard 2), a capture that trains nothing: SGLANG_STANDIN_DUMP_VALUES=zeros with the capture check off
   (extraction_job_capture_check: false, so that the drain is what meets the dumps): every dump is rejected at the
   drain, named degenerate in status.json, the log and rejected/<dump>.reason, and no file is written.
@@ -22,15 +22,12 @@ servers out again with the inventory's own environment, healthy, as the next fle
 import json
 import os
 import re
-import subprocess
-import threading
 import time
 
 import pytest
 import yaml
 
-from collection_helpers import REPO, VENV_BIN
-from fleet_helpers import FLEET, lab_ssh, shown_json
+from fleet_helpers import FLEET, job_inputs, lab_ssh, remove_job, shown_json
 from test_extraction_fleet import DEMO_INVENTORY, debug_msg, playbook, wait_for
 
 CTS = {'ct1': '10.200.0.101', 'ct2': '10.200.0.102', 'ct3': '10.200.0.103'}
@@ -65,6 +62,8 @@ FAULTS = {
 }
 # what a run stalled on its capture check's prompt waits on (status.json's `stalled`)
 CHECK_UNANSWERED = r"the capture check's prompt sent and unanswered for \d+ s"
+# where ct1's status.json is copied to as it changes (watch_status)
+WATCH_LOG = '/run/%s-status-watch.log' % JOB
 UNIT_PROPERTIES = ('ActiveState', 'Result', 'ExecMainStatus', 'NRestarts')
 
 pytestmark = FLEET + [pytest.mark.whole_fleet]
@@ -95,32 +94,34 @@ def files(name, pattern):
     return ct(name, "find %s -name '%s' | sort" % (OUTPUT_DIR, pattern), check=False).stdout.split()
 
 
-class Watch(threading.Thread):
-    """ct1's status.json and unit, every half second, from before extract.yml until stopped: the states a user
-    could have seen in between (a stalled run's status lasts the restart's delay and the job's start)."""
+def watch_status(name):
+    """A loop on the host that copies the shard's status.json every half second into WATCH_LOG (no ssh a look: the
+    controller has two cores), for 10 minutes at most; its pid. A stalled run's status lasts only the restart's delay
+    and the next run's start."""
+    loop = 'while :; do cat %s/status.json 2>/dev/null; echo @@@; sleep 0.5; done' % shard_dir(name)
+    return ct(name, "rm -f %s; nohup timeout 600 sh -c '%s' >%s 2>&1 </dev/null & echo $!"
+              % (WATCH_LOG, loop, WATCH_LOG)).stdout.strip()
 
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.seen = []
-        self.done = threading.Event()
 
-    def run(self):
-        while not self.done.wait(0.5):
-            try:
-                found = status('ct1')
-            except (ValueError, subprocess.TimeoutExpired):
-                continue   # a status.json caught between its writes, a slow ssh: the next look
-            if found:
-                self.seen.append(found)
+def watched(name, pid):
+    """The loop stopped: every status.json it saw, in order, each once in a row (a copy caught between two writes
+    skipped)."""
+    out = ct(name, 'kill %s 2>/dev/null; cat %s; rm -f %s' % (pid, WATCH_LOG, WATCH_LOG)).stdout
+    seen = []
+    for text in out.split('@@@'):
+        try:
+            found = json.loads(text) if text.strip() else None
+        except ValueError:
+            continue
+        if found and (not seen or seen[-1] != found):
+            seen.append(found)
+    return seen
 
 
 def clean_slate():
-    """No unit, output, config, dataset or metrics file of this job from an earlier run."""
-    units = ' '.join(UNIT % i for i in range(3))
+    """No unit or file of this job (its metrics dir too) from an earlier run."""
     for name in CTS:
-        ct(name, 'systemctl disable --now %s >/dev/null 2>&1; systemctl reset-failed %s >/dev/null 2>&1; '
-                 'rm -rf %s /etc/eagle3-extraction/%s-* /var/lib/eagle3-extraction/%s.jsonl %s /var/log/eagle3-extraction/%s-*; '
-                 'true' % (units, units, OUTPUT_DIR, JOB, JOB, METRICS_DIR, JOB))
+        remove_job(lambda command, n=name: ct(n, command), JOB, 3, METRICS_DIR)
 
 
 def faults_inventory(tmp):
@@ -135,14 +136,9 @@ def run_faults(tmp, timings):
     for name in CTS:
         assert ct(name, 'true', check=False, timeout=15).returncode == 0, '%s does not answer: run lab/fleet/up.sh' % name
     clean_slate()
-    subprocess.run(['bash', os.path.join(REPO, 'lab', 'fleet', 'wheelhouse.sh')], check=True, capture_output=True,
-                   timeout=900)
-    dataset = tmp / 'dataset.jsonl'
-    subprocess.run([os.path.join(VENV_BIN, 'python'), os.path.join(REPO, 'tests', 'job', 'demo_dataset.py'),
-                    '--samples', str(SAMPLES), '--out', str(dataset)], check=True, capture_output=True)
+    dataset = job_inputs(tmp, SAMPLES)
     facts = {}
-    watch = Watch()
-    watch.start()
+    watch = watch_status('ct1')
     try:
         runner, output = playbook(tmp, 'extract', 'extract.yml', {
             'extraction_job_dataset': str(dataset), 'extraction_job_name': JOB, 'extraction_job_shard_count': 3},
@@ -156,9 +152,7 @@ def run_faults(tmp, timings):
         wait_for('ct3 to end its run', lambda: status('ct3').get('state') == 'incomplete', 120)
         timings['faults'] = round(time.time() - t0)
     finally:
-        watch.done.set()
-        watch.join()
-    facts['ct1_seen'] = watch.seen
+        facts['ct1_seen'] = watched('ct1', watch)
     for name in CTS:
         facts[name] = {'status': status(name), 'unit': unit_state(name), 'ckpts': files(name, '*.ckpt'),
                        'log': ct(name, 'cat %s' % LOG % SHARDS[name], check=False).stdout,

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from collection_helpers import REPO, VENV_BIN
-from fleet_helpers import FLEET, lab_ssh, shard_statuses, shown_json
+from fleet_helpers import FLEET, job_inputs, lab_ssh, remove_job, shard_statuses, shown_json
 from test_extraction_fleet import wait_for
 
 DEMO_INVENTORY = os.path.join(REPO, 'inventory', 'demo')
@@ -111,11 +111,8 @@ def playbook(tmp_path, name, playbook_path, extravars):
 
 def clean_slate():
     """No unit, output, config or metrics file of this job from an earlier run of this test."""
-    units = ' '.join(UNIT % i for i in range(3))
     for name in CTS:
-        ct(name, 'systemctl kill -s CONT %s >/dev/null 2>&1; systemctl disable --now %s >/dev/null 2>&1; '
-                 'systemctl reset-failed %s >/dev/null 2>&1; rm -rf %s /etc/eagle3-extraction/%s-* %s/eagle3_extraction_%s_*; '
-                 'true' % (units, units, units, JOB_DIR, JOB, METRICS_DIR, JOB))
+        remove_job(lambda command, n=name: ct(n, command), JOB, 3, '%s/eagle3_extraction_%s_*' % (METRICS_DIR, JOB))
 
 
 @pytest.fixture(scope='module')
@@ -131,11 +128,7 @@ def scenario(tmp_path_factory):
     for name in CTS:
         assert ct(name, 'true', check=False, timeout=15).returncode == 0, '%s does not answer: run lab/fleet/up.sh' % name
     clean_slate()
-    subprocess.run(['bash', os.path.join(REPO, 'lab', 'fleet', 'wheelhouse.sh')], check=True, capture_output=True,
-                   timeout=900)
-    dataset = tmp / 'dataset.jsonl'
-    subprocess.run([os.path.join(VENV_BIN, 'python'), os.path.join(REPO, 'tests', 'job', 'demo_dataset.py'),
-                    '--samples', str(SAMPLES), '--out', str(dataset)], check=True, capture_output=True)
+    dataset = job_inputs(tmp, SAMPLES)
     extravars = {
         'extraction_job_dataset': str(dataset), 'extraction_job_name': JOB, 'extraction_job_shard_count': 3,
         'extraction_job_restart_sec': 1,
