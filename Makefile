@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VENV := .venv
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: demo test deps fleet clean distclean lint sanity pytest pytest-main pytest-rollout pytest-multinode pytest-extraction pytest-monitoring pytest-online pytest-torch build
+.PHONY: demo test deps fleet clean distclean lint sanity pytest pytest-main pytest-rollout pytest-multinode pytest-extraction pytest-monitoring pytest-faults pytest-online pytest-torch build
 
 # the servers, then a small extraction job (300 samples of tests/job/demo_dataset.py) whose
 # progress table is shown until it is done, then the proof that every sample is there once
@@ -36,9 +36,9 @@ lint: deps
 sanity: deps
 	bash lab/sanity.sh
 
-# the five pytest parts of `make test`, in its order (lab/run-all.sh runs each as a step)
+# the pytest parts of `make test`, in its order (lab/run-all.sh runs each as a step)
 pytest: deps
-	$(MAKE) --no-print-directory pytest-main pytest-rollout pytest-multinode pytest-extraction pytest-monitoring pytest-online pytest-torch
+	$(MAKE) --no-print-directory pytest-main pytest-rollout pytest-multinode pytest-extraction pytest-monitoring pytest-faults pytest-online pytest-torch
 
 # every suite of the controller's venv (pytest.ini's testpaths) but the whole-fleet runs, the steps below
 pytest-main:
@@ -62,6 +62,13 @@ pytest-extraction:
 # the no-progress alert fired by a shard stalled on purpose and cleared when it goes on, the dashboard's queries
 pytest-monitoring:
 	pytest -q tests/integration/test_monitoring_fleet.py
+
+# the job's stall watchdog and capture checks on the whole fleet, each container's server made faulty by its
+# inventory variables: a wedged server (stalled, restarted, stopped for good), a capture other than what the server
+# returns (stopped before any sample), dumps all zero (rejected at the drain); then the servers rolled out again as
+# the inventory has them
+pytest-faults:
+	pytest -q tests/integration/test_job_faults_fleet.py
 
 # training while extracting on the whole fleet: Mooncake, the gateways, SpecForge's producer and the reader, a
 # server killed mid-run, every sample once and equal to the files mode's, no hidden state on a disk; then the

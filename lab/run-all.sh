@@ -25,6 +25,7 @@ step pytest:rollout make -s --no-print-directory pytest-rollout
 step pytest:multinode make -s --no-print-directory pytest-multinode
 step pytest:extraction make -s --no-print-directory pytest-extraction
 step pytest:monitoring make -s --no-print-directory pytest-monitoring
+step pytest:faults make -s --no-print-directory pytest-faults
 step pytest:online make -s --no-print-directory pytest-online
 step pytest:torch make -s --no-print-directory pytest-torch
 for config in molecule/*/molecule.yml; do

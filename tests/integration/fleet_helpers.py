@@ -7,6 +7,8 @@ import subprocess
 
 import pytest
 
+from collection_helpers import REPO, VENV_BIN
+
 LAB = os.environ.get('EAGLE3_LAB', '/var/lib/eagle3-lab')
 
 
@@ -44,3 +46,34 @@ def shard_statuses(run, job_dir):
             status = json.loads(text)
             found[int(status['shard_index'])] = status
     return found
+
+
+def shown_json(runner, task):
+    """The JSON a debug task printed once (status.yml's ``Show the report as JSON``), from an ansible-runner run's
+    events; fails the test when the task printed it not exactly once."""
+    shown = [event['event_data']['res']['msg'] for event in runner.events
+             if event.get('event') == 'runner_on_ok' and event['event_data'].get('task') == task]
+    assert len(shown) == 1, '%s printed %d times' % (task, len(shown))
+    return json.loads(shown[0])
+
+
+def job_inputs(tmp, samples):
+    """What a job on the fleet starts from: the wheelhouse ml_env installs from, holding this checkout's stand-in
+    (seconds when it does), and a dataset of ``samples`` demo conversations in ``tmp``; its path."""
+    subprocess.run(['bash', os.path.join(REPO, 'lab', 'fleet', 'wheelhouse.sh')], check=True, capture_output=True,
+                   timeout=900)
+    dataset = tmp / 'dataset.jsonl'
+    subprocess.run([os.path.join(VENV_BIN, 'python'), os.path.join(REPO, 'tests', 'job', 'demo_dataset.py'),
+                    '--samples', str(samples), '--out', str(dataset)], check=True, capture_output=True)
+    return dataset
+
+
+def remove_job(run, job, shard_count, *paths):
+    """No unit or file of the job ``job`` on one host, from an earlier run of a test, through ``run(command)``: its
+    shard units (a frozen one thawed) stopped, disabled and reset; its output, configs, dataset copy and logs removed,
+    and ``paths`` (the test's own files)."""
+    units = ' '.join('eagle3-extraction-job@%s-shard-%d.service' % (job, i) for i in range(shard_count))
+    run('systemctl kill -s CONT %s >/dev/null 2>&1; systemctl disable --now %s >/dev/null 2>&1; '
+        'systemctl reset-failed %s >/dev/null 2>&1; rm -rf /srv/eagle3-extraction/%s /etc/eagle3-extraction/%s-* '
+        '/var/lib/eagle3-extraction/%s.jsonl /var/log/eagle3-extraction/%s-* %s; true'
+        % (units, units, units, job, job, job, job, ' '.join(paths)))

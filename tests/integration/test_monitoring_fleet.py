@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from collection_helpers import REPO, VENV_BIN
-from fleet_helpers import FLEET, lab_ssh, shard_statuses
+from fleet_helpers import FLEET, job_inputs, lab_ssh, remove_job, shard_statuses, shown_json
 from test_extraction_fleet import wait_for
 
 DEMO_INVENTORY = os.path.join(REPO, 'inventory', 'demo')
@@ -86,11 +86,8 @@ def status_yml(tmp_path, name):
     runner, output = playbook(tmp_path, name, 'playbooks/status.yml',
                               {'extraction_job_name': JOB, 'status_format': 'json'})
     assert runner.rc == 0, output[-4000:]
-    shown = [event['event_data']['res']['msg'] for event in runner.events
-             if event.get('event') == 'runner_on_ok' and event['event_data'].get('task') == 'Show the report as JSON']
-    assert len(shown) == 1, output[-4000:]
     return dict(((shard['host'], shard['shard_index']), shard['samples_done'])
-                for shard in json.loads(shown[0])['shards'])
+                for shard in shown_json(runner, 'Show the report as JSON')['shards'])
 
 
 def firing(alert):
@@ -114,11 +111,8 @@ def playbook(tmp_path, name, playbook_path, extravars):
 
 def clean_slate():
     """No unit, output, config or metrics file of this job from an earlier run of this test."""
-    units = ' '.join(UNIT % i for i in range(3))
     for name in CTS:
-        ct(name, 'systemctl kill -s CONT %s >/dev/null 2>&1; systemctl disable --now %s >/dev/null 2>&1; '
-                 'systemctl reset-failed %s >/dev/null 2>&1; rm -rf %s /etc/eagle3-extraction/%s-* %s/eagle3_extraction_%s_*; '
-                 'true' % (units, units, units, JOB_DIR, JOB, METRICS_DIR, JOB))
+        remove_job(lambda command, n=name: ct(n, command), JOB, 3, '%s/eagle3_extraction_%s_*' % (METRICS_DIR, JOB))
 
 
 @pytest.fixture(scope='module')
@@ -134,11 +128,7 @@ def scenario(tmp_path_factory):
     for name in CTS:
         assert ct(name, 'true', check=False, timeout=15).returncode == 0, '%s does not answer: run lab/fleet/up.sh' % name
     clean_slate()
-    subprocess.run(['bash', os.path.join(REPO, 'lab', 'fleet', 'wheelhouse.sh')], check=True, capture_output=True,
-                   timeout=900)
-    dataset = tmp / 'dataset.jsonl'
-    subprocess.run([os.path.join(VENV_BIN, 'python'), os.path.join(REPO, 'tests', 'job', 'demo_dataset.py'),
-                    '--samples', str(SAMPLES), '--out', str(dataset)], check=True, capture_output=True)
+    dataset = job_inputs(tmp, SAMPLES)
     extravars = {
         'extraction_job_dataset': str(dataset), 'extraction_job_name': JOB, 'extraction_job_shard_count': 3,
         'extraction_job_restart_sec': 1,

@@ -18,7 +18,9 @@ import sys
 import threading
 import time
 
-from job_helpers import config_for, make_samples, torch, write_dataset
+from aiohttp import web
+
+from job_helpers import StandinServer, config_for, make_samples, torch, write_dataset
 from standin_process import ROOT, standin_server
 from test_job_run import check_outputs, run, with_server
 from eagle3_extraction_job import drain, stall
@@ -100,6 +102,29 @@ def test_a_server_that_takes_requests_and_never_answers_is_stalled_restarted_the
     assert code == jobmod.EXIT_COMPLETE and st["state"] == "complete" and st["stalled"] == ""
     assert st["stall_restarts"] == 0 and st["stall_restarts_total"] == 2
     check_outputs(job_dirs["out"], samples)
+
+
+class WedgedServer(StandinServer):
+    """Takes every request, the capture check's prompt too, and never answers it: the fleet's stand-in past
+    SGLANG_STANDIN_HANG_AFTER as a restarted run meets it, whose first request is its capture check."""
+
+    async def generate(self, request):
+        await self._stopping.wait()
+        return web.json_response({"error": "going away"}, status=503)
+
+
+def test_a_stall_on_the_capture_checks_prompt_says_so_not_nothing_sent(job_dirs):
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", make_samples(3))
+
+    async def body():
+        server = await WedgedServer(job_dirs["dump"]).start()
+        try:
+            return await one_run(job_dirs, server, ds, [], stall_restarts_max=0)
+        finally:
+            await server.stop()
+    code, _took, st = run(body())
+    assert code == jobmod.EXIT_STALLED and st["state"] == "stalled", st
+    assert re.fullmatch(r"the capture check's prompt sent and unanswered for \d+ s", st["stalled"]), st["stalled"]
 
 
 def test_a_hung_drain_is_a_stall_and_the_process_ends_even_if_the_drain_never_returns(job_dirs, monkeypatch):

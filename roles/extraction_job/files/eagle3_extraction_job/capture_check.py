@@ -134,6 +134,13 @@ class ServerCheck:  # pylint: disable=too-many-instance-attributes
         self.report = {"enabled": self.enabled, "checks": 0}   # status.json's capture_check
         self._polled = 0.0
         self._running = None
+        # (what the check waits on, since when): the stall watchdog's words (waits)
+        self._waiting = None
+
+    def waits(self, now):
+        """What the check waits on at ``now`` (monotonic), in words, or ``""`` (the stall watchdog's thread)."""
+        waiting = self._waiting
+        return f"{waiting[0]} for {now - waiting[1]:.0f} s" if waiting else ""
 
     def _why_due(self, client):
         if self.due or not self.enabled:
@@ -187,12 +194,15 @@ class ServerCheck:  # pylint: disable=too-many-instance-attributes
     async def _check_once(self, client):
         cfg = self.cfg
         rid = check_rid(cfg.job)
+        self._waiting = ("the capture check's prompt sent and unanswered", time.monotonic())
         try:
             answer = await client.generate_returning_hidden_states(rid, self.prompt_ids)
         except sender.SampleError as exc:
             if FLAG in str(exc):
                 raise self._unavailable(f"the server refused return_hidden_states ({exc})") from exc
             raise CheckFailed(MISMATCH, f"the server refused the capture check's prompt: {exc}") from exc
+        finally:
+            self._waiting = None
         returned = ((answer or {}).get("meta_info") or {}).get("hidden_states") if isinstance(
             answer, dict) else None
         if not isinstance(returned, list) or not returned:
@@ -209,11 +219,15 @@ class ServerCheck:  # pylint: disable=too-many-instance-attributes
             raise CheckFailed(MISMATCH, message, {"returned_shape": shape})
         path = os.path.join(cfg.dump_dir, rid + ".pt")
         deadline = time.monotonic() + cfg.ack_timeout
-        while not os.path.exists(path):
-            if time.monotonic() > deadline:
-                raise sender.RetryableError(f"the capture check's prompt was answered, but no dump "
-                                            f"{path} appeared in {cfg.ack_timeout:.0f} s")
-            await asyncio.sleep(cfg.poll_interval)
+        self._waiting = ("the capture check's prompt answered, its dump not appeared", time.monotonic())
+        try:
+            while not os.path.exists(path):
+                if time.monotonic() > deadline:
+                    raise sender.RetryableError(f"the capture check's prompt was answered, but no dump "
+                                                f"{path} appeared in {cfg.ack_timeout:.0f} s")
+                await asyncio.sleep(cfg.poll_interval)
+        finally:
+            self._waiting = None
         loop = asyncio.get_running_loop()
         outcome = await loop.run_in_executor(self.pool, self._compare_dump, path, returned[0])
         self.report["checks"] += 1

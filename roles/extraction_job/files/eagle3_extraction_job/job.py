@@ -166,8 +166,10 @@ class Job:  # pylint: disable=too-many-instance-attributes
         """What the shard waits on, in words (read on the watchdog's thread: copies only)."""
         in_flight, draining = self.in_flight.copy(), self.drain_started.copy()
         answered = len(set(self.acks.copy()) - set(in_flight) - set(draining))
+        now = time.monotonic()
+        check = self.server_check.waits(now) if self.server_check is not None else ""
         return stall.waiting_on(in_flight, answered, draining,
-                                len(self.samples) - self.totals["samples"], time.monotonic())
+                                len(self.samples) - self.totals["samples"], now, check=check)
 
     def stalled(self, reason, code):
         """The watchdog found a stall (its thread): say so in status.json and the log, and ask

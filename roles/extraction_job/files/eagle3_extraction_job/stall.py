@@ -59,12 +59,14 @@ def write_counts(output_dir, counts, last=""):
                              dict(counts, last_stall=last), mode=status.STATUS_MODE)
 
 
-def waiting_on(in_flight, answered, draining, left, now):
+def waiting_on(in_flight, answered, draining, left, now, check=""):
     """What a stalled shard waits on, in words.
 
     in_flight: {sample id: monotonic time its request went} (sent, no answer yet); answered: how many
-    answered requests wait for their dump; draining: {dump path: monotonic time its drain began}."""
-    parts = []
+    answered requests wait for their dump; draining: {dump path: monotonic time its drain began};
+    check: what the capture check waits on, in words (its prompt is no sample's request: a server
+    wedged before a restarted run's check is waited on there, not "nothing sent")."""
+    parts = [check] if check else []
     if in_flight:
         parts.append(f"{len(in_flight)} requests sent and unanswered, the oldest for "
                      f"{now - min(in_flight.values()):.0f} s")
