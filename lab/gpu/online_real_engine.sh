@@ -78,6 +78,8 @@ HIDDEN=7168
 DUMP=/dev/shm/hs-online
 PORT=30020
 URL=http://127.0.0.1:$PORT
+# this call's own output into $OUT as it comes (line-buffered: a call cut at its time limit still brings it back)
+[ -z "${OUT:-}" ] || exec > >(stdbuf -oL tr "\r" "\n" | tee "$OUT/run-$MODE.log") 2>&1
 echo "== training while extracting on the real engine: $MODE ($(date -u +%FT%TZ)) =="
 echo "[machine] $("$NVIDIA_SMI" --query-gpu=index,name,driver_version,memory.total --format=csv,noheader | tr '\n' ';') $(nproc) cores"
 now() { date +%s.%N; }
@@ -87,6 +89,10 @@ server_up() { rm -rf "$DUMP"; mkdir -p "$DUMP"; server_restart; }
 # --enable-return-hidden-states: the files mode's capture check asks the server for its own hidden states (the
 # sglang_server role adds it while extraction_job_capture_check is on)
 server_restart() { start_server ours "$PORT" "$DUMP" "$M/model" "$LAYERS" --enable-return-hidden-states; }
+restart_fraction() {  # the first start's bytes (SGL_MEM_FRACTION of the card) as a fraction of the memory free now
+  "$NVIDIA_SMI" --query-gpu=memory.free,memory.total --format=csv,noheader,nounits | head -1 \
+    | awk -F', *' -v f="$SGL_MEM_FRACTION" '{ r = f * $2 / $1; printf "%.3f", (r > 0.95 ? 0.95 : r) }'
+}
 memory_watch() {  # the GPU's memory used, every 2 s, into $1 (the online runs: server and trainer side by side)
   ( while :; do "$NVIDIA_SMI" --query-gpu=memory.used,memory.total --format=csv,noheader,nounits >>"$1"; sleep 2; done ) &
   MEM_PID=$!
@@ -137,7 +143,7 @@ online_trained() {  # name [kill_at]: one online run (the server SIGKILLed at tr
   # again with its own command, if given), then SpecForge's evaluator on its checkpoints, then the eval losses
   # against the files mode's. The evaluator runs after, not beside: server (41.6 GiB) and trainer (33.2 GiB)
   # leave the one GPU too little for it (its 3 GiB more ran the trainer out of memory at step 54)
-  local name=$1 kill_at=${2:-} prune run step=0
+  local name=$1 kill_at=${2:-} prune run step=0 fraction
   rm -rf "${WORK:?}/$name"
   run_config "$WORK/eval.yaml" "$WORK/files-eval" eval "$WORK/eval-out" \
     "eval_hidden_states_path: $WORK/files-eval" "eval_interval: 25"
@@ -155,7 +161,16 @@ online_trained() {  # name [kill_at]: one online run (the server SIGKILLed at tr
     done
     echo "[fault] SIGKILL to the server's process group at trainer step $step ($(date -u +%T))"
     kill -KILL -- "-$SERVER_PGID" 2>/dev/null; SERVER_PGID=
-    server_restart && pass "the server came back with its own command" || fail "the server did not come back"
+    sleep 5   # the GPU memory of the killed processes freed
+    # SGLang 0.5.14 sizes its static memory as a fraction of the memory free when it starts
+    # (model_runner_kv_cache_mixin.py: KV pool = free after the weights - free before them * (1 - fraction)):
+    # started again beside the trainer, which now holds about half the card, the same 0.4 left it less than
+    # its weights (third lease: it never came back). On one GPU the restart asks for the same bytes as the
+    # first start, as a fraction of what is free now; on the fleet the trainer has GPUs of its own.
+    fraction=$(restart_fraction)
+    SGL_MEM_FRACTION=$fraction server_restart \
+      && pass "the server came back with its own command (--mem-fraction-static $fraction)" \
+      || { fail "the server did not come back"; tail -20 "$WORK/ours.log"; }
   fi
   wait "$run" && pass "online $name: SpecForge trained one epoch while the server extracted" \
     || { fail "online: $name"; grep -v -i warn "$WORK/$name/consumer.log" | tail -30; }
@@ -242,12 +257,16 @@ elif [ "$MODE" = fault ]; then
   grep -i -E "retry|re-?lease|requeue|failed" "$WORK/online-2/producer.log" | tail -12 | sed 's/^/[producer] /'
 fi
 if [ -n "${OUT:-}" ]; then
+  # what comes back: at most 8 files a call, so the logs come in one archive, with \n line endings (progress
+  # bars end their lines with \r; sanity: line endings)
   cp "$RECORD" "$OUT/" 2>/dev/null
+  logs=$WORK/logs-$MODE
+  rm -rf "$logs"; mkdir -p "$logs"
   for f in "$WORK"/ours.log "$WORK"/jobs/*.log "$WORK"/*/producer.log "$WORK"/*/consumer.log "$WORK"/*/gateway.log \
            "$WORK"/train-*.log "$WORK"/eval-*.log; do
-    # progress bars end their lines with \r: the logs come back with \n (sanity: line endings)
-    [ -f "$f" ] && tail -2000 "$f" | tr "\r" "\n" >"$OUT/$(basename "$(dirname "$f")")-$(basename "$f")"
+    [ -f "$f" ] && tail -2000 "$f" | tr "\r" "\n" >"$logs/$(basename "$(dirname "$f")")-$(basename "$f")"
   done
+  tar -czf "$OUT/logs-$MODE.tar.gz" -C "$logs" .
 fi
 echo "== $MODE: $FAILS failure(s) =="
 [ "$FAILS" = 0 ]
