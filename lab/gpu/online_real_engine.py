@@ -188,7 +188,9 @@ def run_online(args):
     mooncake_processes.SEGMENT_BYTES = args.segment_bytes
     work = os.path.abspath(args.work)
     os.makedirs(work, exist_ok=True)
-    env = dict(os.environ, MOONCAKE_LOCAL_HOSTNAME="127.0.0.1", MC_TCP_BIND_ADDRESS="127.0.0.1",
+    # unbuffered: a run cut short still leaves every line its processes printed (third lease: the producer's
+    # log stopped 5 minutes before the call ended)
+    env = dict(os.environ, PYTHONUNBUFFERED="1", MOONCAKE_LOCAL_HOSTNAME="127.0.0.1", MC_TCP_BIND_ADDRESS="127.0.0.1",
                MOONCAKE_PROTOCOL="tcp", MOONCAKE_GLOBAL_SEGMENT_SIZE="0",
                MOONCAKE_LOCAL_BUFFER_SIZE=str(args.buffer_bytes), NO_PROXY="127.0.0.1,localhost",
                PYTHONPATH=os.pathsep.join([PACKAGE, os.environ.get("PYTHONPATH", "")]))
@@ -403,7 +405,9 @@ def run_steps(args):
     common = sorted(set(a) & set(b))
     gaps = [abs(a[s] - b[s]) / max(abs(a[s]), 1e-9) for s in common]
     within = sum(gap <= args.rel for gap in gaps)
+    apart = [step for step, gap in zip(common, gaps) if gap > args.rel]
     emit({"steps": {"a": label_a, "b": label_b, "steps": len(common), "within": within, "rel": args.rel,
+                    "first_apart": apart[:10],
                     "largest_rel_gap": round(max(gaps, default=float("nan")), 6),
                     "first_five": [[round(a[s], 4), round(b[s], 4)] for s in common[:5]]}}, args.record)
     return 0 if common and within == len(common) else 1

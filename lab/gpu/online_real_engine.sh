@@ -266,6 +266,11 @@ if [ -n "${OUT:-}" ]; then
            "$WORK"/train-*.log "$WORK"/eval-*.log; do
     [ -f "$f" ] && tail -2000 "$f" | tr "\r" "\n" >"$logs/$(basename "$(dirname "$f")")-$(basename "$f")"
   done
+  # each online run's refs in its trainer's read order (what `order` reads): the step losses name their samples
+  for name in online-1 online-2; do
+    f=$(find "$WORK/$name" -name refs.jsonl 2>/dev/null | head -1)
+    [ -z "$f" ] || cp "$f" "$logs/$name-refs.jsonl"
+  done
   tar -czf "$OUT/logs-$MODE.tar.gz" -C "$logs" .
 fi
 echo "== $MODE: $FAILS failure(s) =="
