@@ -6,7 +6,8 @@
 ``sglang_server_host`` and ``sglang_server_port`` alone set them (sglang_server_flags and
 sglang_server_extra_args refuse host and port: plugin_utils/server_config.py), each its role's
 default when not set. server_address.py makes the URLs of them; server_layout.py checks a
-multi-node server's rank 0 with them. Both read a host's ``{variable: value}``.
+multi-node server's rank 0 with them. Both read a host's ``{variable: value}``. Every host:port and
+URL the collection writes, of any host, is written here (url_host, host_port, http_url).
 """
 
 from __future__ import annotations
