@@ -95,7 +95,9 @@ ensure_node() {
   # `ip netns exec` would remount /sys without the cgroup tree LXC needs, and plain
   # nsenter keeps the host's /sys where vmbr0 is invisible: so enter the netns, then
   # in a private mount ns park the cgroups, mount a fresh sysfs, move them back.
-  nsenter --net="/run/netns/lab-$name" unshare --uts --mount --propagation private sh -c "
+  # setsid: a session of its own, so that the hypervisor outlives the shell that brought it up (in the shell's
+  # process group, a signal to that group, such as a tool stopping the job that ran up.sh, took sshd with it)
+  setsid nsenter --net="/run/netns/lab-$name" unshare --uts --mount --propagation private sh -c "
     set -e
     hostname $name
     mount --rbind /sys/fs/cgroup $dir/cgkeep
