@@ -118,6 +118,10 @@ output_dir: $4
 deployment: {mode: local_colocated, trainer: {nnodes: 1, nproc_per_node: 1}}
 EOF
 }
+eval_config() {  # the run config SpecForge's evaluator reads: the fixed eval set, every run's checkpoints against it
+  run_config "$WORK/eval.yaml" "$WORK/files-eval" eval "$WORK/eval-out" \
+    "eval_hidden_states_path: $WORK/files-eval" "eval_interval: 25"
+}
 EVAL_PID=
 evaluate_beside() {  # label output_dir run_id: SpecForge's evaluator on each checkpoint as it comes, then deleted
   rm -f "$WORK/$1.done"
@@ -145,8 +149,7 @@ online_trained() {  # name [kill_at]: one online run (the server SIGKILLed at tr
   # leave the one GPU too little for it (its 3 GiB more ran the trainer out of memory at step 54)
   local name=$1 kill_at=${2:-} prune run step=0 fraction
   rm -rf "${WORK:?}/$name"
-  run_config "$WORK/eval.yaml" "$WORK/files-eval" eval "$WORK/eval-out" \
-    "eval_hidden_states_path: $WORK/files-eval" "eval_interval: 25"
+  eval_config
   server_up || { fail "the server did not start"; return 1; }
   memory_watch "$WORK/memory-$name.csv"
   prune_optimizer_state "$WORK/$name/output" "$name" &
@@ -187,8 +190,7 @@ online_trained() {  # name [kill_at]: one online run (the server SIGKILLed at tr
 files_trained() {  # label features_dir: SpecForge's offline trainer, one epoch from the files, evaluated beside it
   local label=$1 t0
   run_config "$WORK/train-$label.yaml" "$2" "$label" "$WORK/train-$label/out"
-  run_config "$WORK/eval.yaml" "$WORK/files-eval" eval "$WORK/eval-out" \
-    "eval_hidden_states_path: $WORK/files-eval" "eval_interval: 25"
+  eval_config
   evaluate_beside "$label" "$WORK/train-$label/out" "$label"
   t0=$(now)
   env PYTHONPATH="$ENGINE_PYTHONPATH" NCCL_NVLS_ENABLE=0 timeout 420 "$SGL_PY" -m specforge.cli train \

@@ -24,6 +24,21 @@ FLEET = [
 ]
 
 
+# the containers reached over SSH, by name (ct4 is reached through pct only)
+CTS = {'ct1': '10.200.0.101', 'ct2': '10.200.0.102', 'ct3': '10.200.0.103'}
+
+
+def ct(name, command, **kwargs):
+    """lab_ssh on a container by its name."""
+    return lab_ssh(CTS[name], command, **kwargs)
+
+
+def require_containers_up():
+    """Fails the test, saying what to run, when a container does not answer."""
+    for name in CTS:
+        assert ct(name, 'true', check=False, timeout=15).returncode == 0, '%s does not answer: run lab/fleet/up.sh' % name
+
+
 def lab_ssh(address, command, check=True, timeout=60):
     """A shell command as root on a fleet host; fails the test naming it, unless check is false."""
     argv = ['ssh', '-n', '-i', os.path.join(LAB, 'ssh', 'id_ed25519'), '-o', 'BatchMode=yes',

@@ -27,10 +27,9 @@ import time
 import pytest
 import yaml
 
-from fleet_helpers import FLEET, job_inputs, lab_ssh, remove_job, shown_json
+from fleet_helpers import CTS, FLEET, ct, job_inputs, remove_job, require_containers_up, shown_json
 from test_extraction_fleet import DEMO_INVENTORY, debug_msg, playbook, wait_for
 
-CTS = {'ct1': '10.200.0.101', 'ct2': '10.200.0.102', 'ct3': '10.200.0.103'}
 SHARDS = {'ct1': 0, 'ct2': 1, 'ct3': 2}
 JOB = 'faultx'
 SAMPLES = 120
@@ -67,10 +66,6 @@ WATCH_LOG = '/run/%s-status-watch.log' % JOB
 UNIT_PROPERTIES = ('ActiveState', 'Result', 'ExecMainStatus', 'NRestarts')
 
 pytestmark = FLEET + [pytest.mark.whole_fleet]
-
-
-def ct(name, command, **kwargs):
-    return lab_ssh(CTS[name], command, **kwargs)
 
 
 def shard_dir(name):
@@ -133,8 +128,7 @@ def faults_inventory(tmp):
 def run_faults(tmp, timings):
     """The scenario (the module's doc): what each shard showed."""
     t0 = time.time()
-    for name in CTS:
-        assert ct(name, 'true', check=False, timeout=15).returncode == 0, '%s does not answer: run lab/fleet/up.sh' % name
+    require_containers_up()
     clean_slate()
     dataset = job_inputs(tmp, SAMPLES)
     facts = {}

@@ -23,12 +23,11 @@ import pytest
 import yaml
 
 from collection_helpers import REPO, VENV_BIN
-from fleet_helpers import FLEET, job_inputs, lab_ssh, remove_job, shard_statuses, shown_json
+from fleet_helpers import CTS, FLEET, ct, job_inputs, remove_job, require_containers_up, shard_statuses, shown_json
 from test_extraction_fleet import wait_for
 
 DEMO_INVENTORY = os.path.join(REPO, 'inventory', 'demo')
 DASHBOARD = os.path.join(REPO, 'roles', 'monitoring', 'files', 'eagle3-dashboard.json')
-CTS = {'ct1': '10.200.0.101', 'ct2': '10.200.0.102', 'ct3': '10.200.0.103'}
 SHARDS = {'ct1': 0, 'ct2': 1, 'ct3': 2}
 MONITOR = 'ct3'
 PROMETHEUS = 'http://%s:9090' % CTS[MONITOR]
@@ -43,10 +42,6 @@ WINDOW = 10
 FORWARD_MS = '200'
 
 pytestmark = FLEET + [pytest.mark.whole_fleet]
-
-
-def ct(name, command, **kwargs):
-    return lab_ssh(CTS[name], command, **kwargs)
 
 
 def prometheus(path, **params):
@@ -125,8 +120,7 @@ def scenario(tmp_path_factory):
         timings[what] = round(time.time() - t0)
         print('[%4d s] %s' % (timings[what], what), flush=True)
 
-    for name in CTS:
-        assert ct(name, 'true', check=False, timeout=15).returncode == 0, '%s does not answer: run lab/fleet/up.sh' % name
+    require_containers_up()
     clean_slate()
     dataset = job_inputs(tmp, SAMPLES)
     extravars = {

@@ -27,13 +27,12 @@ import ansible_runner
 import pytest
 
 from collection_helpers import REPO, VENV_BIN
-from fleet_helpers import FLEET, lab_ssh
+from fleet_helpers import CTS, FLEET, ct
 from test_extraction_fleet import DEMO_INVENTORY, TORCH_PYTHON, playbook, wait_for
 
 sys.path.insert(0, os.path.join(REPO, 'tests', 'online'))
 from process_writes import add_sample, by_group  # noqa: E402  pylint: disable=wrong-import-position
 
-CTS = {'ct1': '10.200.0.101', 'ct2': '10.200.0.102', 'ct3': '10.200.0.103'}
 JOB = 'onl'
 SAMPLES = 200
 OUTPUT_DIR = '/srv/eagle3-online/output'
@@ -56,10 +55,6 @@ pytestmark = FLEET + [
     pytest.mark.whole_fleet,
     pytest.mark.skipif(not os.path.exists(TORCH_PYTHON), reason='the torch venv is not built: bash lab/bootstrap/torch-venv.sh'),
 ]
-
-
-def ct(name, command, **kwargs):
-    return lab_ssh(CTS[name], command, **kwargs)
 
 
 def reader_attempt_dir(run_id, attempt):
