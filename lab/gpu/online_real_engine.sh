@@ -8,7 +8,8 @@
 #
 #   model   the SpecForge side-by-side's wide model (lab/gpu/specforge_model.py: hidden 7168, 32 layers, 32
 #           experts, seeded dummy weights), aux layers 1,15,28 (SpecForge's default for 32 layers), 144
-#           conversations of 24 to 2,048 tokens: the first 128 train, the last 16 are the fixed eval set
+#           conversations of 24 to 2,048 tokens, no two of one length (`order` tells samples apart by it): the
+#           first 128 train, the last 16 are the fixed eval set
 #   extract same tensors: 8 prompts online, one a batch (lease 1, in-flight window 1), read back from Mooncake
 #           by the collection's reader (SpecForge's consumer-side API), then the files mode on the same token
 #           ids at one prompt a batch: tests/online/online_fleet_check.py, bit for bit. Then the files mode's
@@ -16,6 +17,11 @@
 #   train   the files mode's training: SpecForge's offline trainer, one epoch (128 steps, batch 1), a
 #           checkpoint every 25 steps, each evaluated beside the training by SpecForge's own evaluator on the
 #           fixed eval set and then deleted (about 12 GB each for this draft: the disk holds 64 GiB)
+#   ONE_A_BATCH=1 (extract, online): every capture at one prompt a batch, the files mode's job at concurrency 1
+#           and the online runs' producer at lease 1 with one prompt in flight. SGLang's prefill of a prompt
+#           in a batch of others may differ in its last bits from that prompt's alone; one a batch, the two modes'
+#           tensors are equal (the same-tensors check). extract then also runs the job at concurrency 16 and
+#           counts the samples whose tensors differ from the ones captured alone (lab/gpu/specforge_compare.py)
 #   online  the online mode, one run: producer and SpecForge's trainer beside the server on the one GPU, timed
 #           from the producer's start to the trainer's exit, the bytes every process wrote, the GPU memory at
 #           its peak; its checkpoints evaluated after it (no room for the evaluator beside server and trainer)
@@ -31,6 +37,8 @@
 # ansible-core's wheels in .whl. From the repository root, one call each (at most 10 minutes a call):
 #     bash lab/gpu/online_real_engine.sh extract|train|online|ordered|fault      (or all)
 # (extract: SKIP_SAME=1 leaves out the same-tensors check; EVAL_SET_ONLY=1 extracts the eval set alone)
+# On a card of 120 GiB or more (an H200) the online runs' checkpoints are evaluated beside them, as the files
+# mode's are; on an 80 GiB card after them.
 # Prints PASS/FAIL lines and JSON result lines ($OUT/online-results.jsonl); exit 0 only if all passed.
 set -uo pipefail
 SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
@@ -48,6 +56,8 @@ KILL_AT=${KILL_AT:-40}
 # the online runs share the GPU between server and trainer: on an 80 GiB card the server's 0.5 (41.6 GiB) and the
 # trainer's 33.6 GiB left under 2 GiB; its KV cache needs little (prompts of at most 2,048 tokens, a few at a time)
 case $MODE in online|fault) export SGL_MEM_FRACTION=${SGL_MEM_FRACTION:-0.4} ;; esac
+if [ -n "${ONE_A_BATCH:-}" ]; then FILES_CONCURRENCY=1; ONLINE_WINDOW=(--lease 1 --high 1 --low 1)
+else FILES_CONCURRENCY=16; ONLINE_WINDOW=(); fi
 mkdir -p "$KIT"
 FRESH_WORK=$([ "$MODE" = extract ] && echo 1)
 # shellcheck source=lab/gpu/work_env.sh
@@ -93,6 +103,7 @@ restart_fraction() {  # the first start's bytes (SGL_MEM_FRACTION of the card) a
   "$NVIDIA_SMI" --query-gpu=memory.free,memory.total --format=csv,noheader,nounits | head -1 \
     | awk -F', *' -v f="$SGL_MEM_FRACTION" '{ r = f * $2 / $1; printf "%.3f", (r > 0.95 ? 0.95 : r) }'
 }
+gpu_total_mib() { "$NVIDIA_SMI" --query-gpu=memory.total --format=csv,noheader,nounits | head -1; }
 memory_watch() {  # the GPU's memory used, every 2 s, into $1 (the online runs: server and trainer side by side)
   ( while :; do "$NVIDIA_SMI" --query-gpu=memory.used,memory.total --format=csv,noheader,nounits >>"$1"; sleep 2; done ) &
   MEM_PID=$!
@@ -144,17 +155,18 @@ prune_optimizer_state() {  # output_dir run_id: each complete checkpoint's optim
   done
 }
 online_trained() {  # name [kill_at]: one online run (the server SIGKILLed at trainer step kill_at and started
-  # again with its own command, if given), then SpecForge's evaluator on its checkpoints, then the eval losses
-  # against the files mode's. The evaluator runs after, not beside: server (41.6 GiB) and trainer (33.2 GiB)
-  # leave the one GPU too little for it (its 3 GiB more ran the trainer out of memory at step 54)
-  local name=$1 kill_at=${2:-} prune run step=0 fraction
+  # again with its own command, if given), SpecForge's evaluator on its checkpoints, then the eval losses
+  # against the files mode's. On an 80 GiB card the evaluator runs after, not beside: server (41.6 GiB) and
+  # trainer (33.2 GiB) leave too little for it (its 3 GiB more ran the trainer out of memory at step 54)
+  local name=$1 kill_at=${2:-} prune run step=0 fraction beside=
   rm -rf "${WORK:?}/$name"
   eval_config
   server_up || { fail "the server did not start"; return 1; }
   memory_watch "$WORK/memory-$name.csv"
   prune_optimizer_state "$WORK/$name/output" "$name" &
   prune=$!
-  online_run "$name" specforge --dataset "$M/train.jsonl" --timeout 420 &
+  [ "$(gpu_total_mib)" -lt 122880 ] || { beside=1; evaluate_beside "$name" "$WORK/$name/output" "$name"; }
+  online_run "$name" specforge --dataset "$M/train.jsonl" --timeout 420 "${ONLINE_WINDOW[@]}" &
   run=$!
   if [ -n "$kill_at" ]; then
     while [ "$step" -lt "$kill_at" ] && kill -0 "$run" 2>/dev/null; do
@@ -180,10 +192,12 @@ online_trained() {  # name [kill_at]: one online run (the server SIGKILLed at tr
   echo "[memory] GPU memory at its peak, server and trainer: $(memory_peak "$WORK/memory-$name.csv")"
   kill "$prune"
   stop_server
-  "${ENGINE[@]}" eval --config "$WORK/eval.yaml" --record "$RECORD" --runs "$name:$WORK/$name/output:$name" \
-    --delete >"$WORK/eval-$name.log" 2>&1 && pass "SpecForge's evaluator on every checkpoint of $name" \
-    || { fail "eval of $name"; grep -v -i warn "$WORK/eval-$name.log" | tail -20; }
-  grep '^{"eval"' "$WORK/eval-$name.log"
+  if [ -n "$beside" ]; then evaluated "$name"; else
+    "${ENGINE[@]}" eval --config "$WORK/eval.yaml" --record "$RECORD" --runs "$name:$WORK/$name/output:$name" \
+      --delete >"$WORK/eval-$name.log" 2>&1 && pass "SpecForge's evaluator on every checkpoint of $name" \
+      || { fail "eval of $name"; grep -v -i warn "$WORK/eval-$name.log" | tail -20; }
+    grep '^{"eval"' "$WORK/eval-$name.log"
+  fi
   "${ENGINE[@]}" report --record "$RECORD" --pairs "files,$name,0.01" online-1,online-2 \
     && pass "$name's eval losses within 0.01 of the files mode's at every eval" || fail "eval losses apart"
 }
@@ -212,7 +226,7 @@ if [ "$MODE" = extract ]; then
   rm -f "$RECORD"
   patch_with_role 1 && pass "sglang_patch role patched the kit's deepseek_v2.py" || fail "sglang_patch role"
   env PYTHONPATH="$SGL_PYTHONPATH" "$SGL_PY" lab/gpu/specforge_model.py "$M" --layers 32 --hidden "$HIDDEN" \
-    --experts 32 --conversations 144 --max-tokens 2048
+    --experts 32 --conversations 144 --max-tokens 2048 --distinct-lengths
   head -128 "$M/conversations.jsonl" >"$M/train.jsonl"
   tail -16 "$M/conversations.jsonl" >"$M/eval.jsonl"
   head -8 "$M/train.jsonl" >"$M/same.jsonl"
@@ -231,8 +245,16 @@ if [ "$MODE" = extract ]; then
     && pass "same tensors: Mooncake's features equal the files mode's .ckpt, bit for bit" || fail "same tensors"; }
   # 2. the files mode's extraction, timed, and the fixed eval set's (EVAL_SET_ONLY: the eval set alone, for an
   # online mode on a fresh machine whose files mode ran on an earlier one)
-  [ -n "${EVAL_SET_ONLY:-}" ] || files_job train "$M/train.jsonl" "$WORK/files-train" 16
+  [ -n "${EVAL_SET_ONLY:-}" ] || files_job train "$M/train.jsonl" "$WORK/files-train" "$FILES_CONCURRENCY"
   files_job eval "$M/eval.jsonl" "$WORK/files-eval" 1
+  # 2b. one a batch against 16 at once: which samples' tensors the batching changed, by how much
+  if [ -n "${ONE_A_BATCH:-}" ] && [ -z "${EVAL_SET_ONLY:-}" ]; then
+    files_job train-c16 "$M/train.jsonl" "$WORK/files-train-c16" 16
+    env PYTHONPATH="$SGL_PYTHONPATH" "$SGL_PY" lab/gpu/specforge_compare.py "$WORK/files-train" \
+      "$WORK/files-train-c16" --label "one a batch vs 16 at once" | tail -12 | tee -a "$RECORD.compare"
+    grep '^{"compare"' "$RECORD.compare" >>"$RECORD"
+    rm -rf "$WORK/files-train-c16"
+  fi
 elif [ "$MODE" = train ]; then
   # 3. the files mode's training (the server is down: the files are all it needs), evaluated beside it
   files_trained files "$WORK/files-train"

@@ -3,6 +3,7 @@ pipeline both run on (lab/gpu/specforge_side_by_side.sh).
 
     python3 specforge_model.py OUT_DIR [--layers 61] [--hidden 512] [--experts 16]
                                [--conversations 80] [--max-tokens 4000] [--seed 7]
+                               [--distinct-lengths]
 
 Writes into OUT_DIR:
   model/          config.json (DeepSeek-V3-shaped, served with --load-format dummy on both
@@ -14,7 +15,7 @@ Writes into OUT_DIR:
                   dummy loader reads no file)
   conversations.jsonl   --conversations chats of exactly --min-tokens to --max-tokens
                   tokens (spread on a log scale), one to three rounds, some with their own
-                  system prompt
+                  system prompt; with --distinct-lengths no two of one length
   draft.json      a one-layer LlamaForCausalLMEagle3 draft config without
                   eagle_aux_hidden_state_layer_ids, so SpecForge resolves its default
                   layers [1, n//2-1, n-4]
@@ -122,6 +123,9 @@ def main():
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--single-round", action="store_true",
                         help="one user and one assistant turn each (the speed runs)")
+    parser.add_argument("--distinct-lengths", action="store_true",
+                        help="no two conversations of one length (lab/gpu/online_real_engine.py order tells an "
+                             "online trainer's samples apart by their token counts)")
     args = parser.parse_args()
     model_dir = os.path.join(args.out, "model")
     os.makedirs(model_dir, exist_ok=True)
@@ -140,6 +144,14 @@ def main():
     span = math.log(args.max_tokens / args.min_tokens)
     lengths = [round(args.min_tokens * math.exp(span * i / (args.conversations - 1)))
                for i in range(args.conversations)]
+    if args.distinct_lengths:
+        # the log scale rounds a few short ones alike (24 to 2,048 over 144: two of 26): each one longer
+        # than the one before
+        for i in range(1, len(lengths)):
+            lengths[i] = max(lengths[i], lengths[i - 1] + 1)
+        if lengths[-1] > args.max_tokens:
+            parser.error(f"--distinct-lengths: {args.conversations} lengths do not fit "
+                         f"{args.min_tokens} to {args.max_tokens} tokens")
     rng.shuffle(lengths)
     with open(os.path.join(args.out, "conversations.jsonl"), "w", encoding="utf-8") as f:
         for n, total in enumerate(lengths):
