@@ -13,7 +13,9 @@ stand-in server's unit), then what status.yml, systemd, the job's log and its fi
   sample sent to the server; extract.yml fails naming it.
 - ct3 (shard 2), a capture that trains nothing: SGLANG_STANDIN_DUMP_VALUES=zeros with the capture check off
   (extraction_job_capture_check: false, so that the drain is what meets the dumps): every dump is rejected at the
-  drain, named degenerate in status.json, the log and rejected/<dump>.reason, and no file is written.
+  drain, named degenerate in status.json, the log and rejected/<dump>.reason, and no file is written. The first
+  run ends incomplete (exit 1) and systemd starts it again; the second, rejected again, stops for good (exit 2):
+  restarts would go on for ever, each keeping every dump once more.
 
 At the end the faults are taken away: the job's units and files are removed and extract.yml (no dataset) rolls the
 servers out again with the inventory's own environment, healthy, as the next fleet tests expect them.
@@ -52,12 +54,11 @@ FAULTS = {
             'extraction_job_stall_window': WINDOW, 'extraction_job_stall_restarts_max': RESTARTS_MAX,
             'extraction_job_restart_sec': 1, 'extraction_job_metrics_dir': METRICS_DIR},
     'ct2': {'sglang_server_env': dict(DEMO_SERVER_ENV, SGLANG_STANDIN_RETURN_OTHER='1')},
-    # paced (2 requests at a time, half a second a pass), so that extract.yml sees the shard sending; its restart
-    # (exit 1: samples left) comes after the test
+    # paced (2 requests at a time, half a second a pass), so that extract.yml sees the shard sending
     'ct3': {'sglang_server_env': dict(DEMO_SERVER_ENV, SGLANG_STANDIN_DUMP_VALUES='zeros',
                                       SGLANG_STANDIN_FORWARD_MS='500'),
             'extraction_job_capture_check': False, 'extraction_job_concurrency': 2,
-            'extraction_job_restart_sec': 600},
+            'extraction_job_restart_sec': 1},
 }
 # what a run stalled on its capture check's prompt waits on (status.json's `stalled`)
 CHECK_UNANSWERED = r"the capture check's prompt sent and unanswered for \d+ s"
@@ -143,7 +144,7 @@ def run_faults(tmp, timings):
         facts['environment'] = dict((name, ct(name, 'systemctl show -p Environment --value sglang-extraction').stdout)
                                     for name in CTS)
         wait_for('ct1 to stop for good', lambda: unit_state('ct1')['ActiveState'] == 'failed', 120)
-        wait_for('ct3 to end its run', lambda: status('ct3').get('state') == 'incomplete', 120)
+        wait_for('ct3 to stop for good', lambda: unit_state('ct3')['ActiveState'] == 'failed', 120)
         timings['faults'] = round(time.time() - t0)
     finally:
         facts['ct1_seen'] = watched('ct1', watch)
@@ -296,12 +297,17 @@ def test_dumps_that_are_all_zero_are_rejected_at_the_drain_and_no_file_is_writte
     assert total > 0 and final['state'] == 'incomplete', final
     assert final['samples_done'] == 0 and final['samples_failed'] == total and found['ckpts'] == [], final
     assert final['capture_check'] == {'enabled': False, 'checks': 0}, final['capture_check']
-    # each dump kept aside with its reason; the same in status.json and the log
+    # each dump kept aside with its reason, once by each of the two runs; the same in status.json and the log
     degenerate = 'rejected: degenerate hidden_state: all zero'
-    assert len(found['rejected']) == total and all(degenerate in why for why in found['rejected']), found['rejected'][:3]
+    assert len(found['rejected']) == 2 * total and all(degenerate in why for why in found['rejected']), \
+        (len(found['rejected']), found['rejected'][:3])
     assert any(degenerate in error for error in final['last_errors']), final['last_errors']
-    assert found['log'].count(degenerate) >= total, found['log'][-3000:]
-    # exit 1 (samples left): systemd starts it again later; status.yml names the failures
-    assert found['unit']['ExecMainStatus'] == '1' and found['unit']['ActiveState'] == 'activating', found['unit']
+    assert found['log'].count(degenerate) >= 2 * total, found['log'][-3000:]
+    # the first run's exit 1 (samples left) restarted by systemd; the second's exit 2 is not: a third run would get
+    # the same dumps. It says why; status.yml names the failures
+    unit = found['unit']
+    assert (unit['ExecMainStatus'], unit['ActiveState'], unit['NRestarts']) == ('2', 'failed', '1'), unit
+    assert ('%d samples whose dumps were rejected in this run and the one before' % total) in final['last_errors'][-1], \
+        final['last_errors']
     row = shard_row(faults, 'ct3')
     assert row['samples_failed'] == total and row['samples_done'] == 0 and row['state'] == 'incomplete', row

@@ -232,6 +232,32 @@ def test_a_rejected_dump_is_kept_reported_and_resent_on_the_next_run(job_dirs):
     check_outputs(job_dirs["out"], samples)
 
 
+def test_a_dump_rejected_in_two_runs_running_stops_the_job_instead_of_restarting_it(job_dirs):
+    """The capture gives a sample the same bad dump every time (zeros, say): the first rejection is given another
+    run (a NaN may be a passing fault), the second stops the shard with the status systemd does not restart,
+    where it would otherwise restart it for ever, each run keeping one more copy of the dump in rejected/."""
+    samples = make_samples(4)
+    ds = write_dataset(job_dirs["root"] / "d.jsonl", samples)
+    bad = samples[2][0]
+
+    def zeros(p):
+        p["hidden_state"] = torch.zeros_like(p["hidden_state"])
+
+    async def body(server):
+        server.mutate = {f"testjob-{bad}": zeros}
+        job = jobmod.Job(config_for(job_dirs, ds, server.url), torch)
+        return await job.run_async(), job.snapshot()
+    first, _snap = run(with_server(job_dirs, body))
+    second, snap = run(with_server(job_dirs, body))
+    assert (first, second) == (jobmod.EXIT_INCOMPLETE, jobmod.EXIT_REFUSED), (first, second)
+    assert snap["samples_done"] == 3 and snap["samples_failed"] == 1 and snap["state"] == "incomplete", snap
+    rejected_dir = os.path.join(job_dirs["out"], "rejected")
+    assert (f"1 samples whose dumps were rejected in this run and the one before (kept in {rejected_dir})"
+            in snap["last_errors"][-1]), snap["last_errors"]
+    kept = [k for k in os.listdir(rejected_dir) if not k.endswith(".reason")]
+    assert kept and all(k.startswith(f"testjob-{bad}.pt.") for k in kept), kept
+
+
 def test_refuses_before_the_first_request_when_the_output_disk_is_too_small(job_dirs):
     samples = make_samples(10)
     ds = write_dataset(job_dirs["root"] / "d.jsonl", samples)

@@ -39,6 +39,15 @@ class DumpRejected(ValueError):
     """A dump does not match its sample (or is unreadable)."""
 
 
+# a rejected dump's failure, as the manifest keeps it: a later run tells a rejection from other failures by it
+REJECTION_RE = re.compile(r"dump .+ rejected: .+", re.S)
+
+
+def rejection(dump_path, exc):
+    """The failure recorded for a sample whose dump was rejected (REJECTION_RE matches it)."""
+    return f"dump {dump_path} rejected: {exc}"
+
+
 BF16_EXPONENT = 0x7F80
 
 

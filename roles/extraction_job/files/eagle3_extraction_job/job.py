@@ -98,6 +98,10 @@ class Job:  # pylint: disable=too-many-instance-attributes
         self.draining = set()
         self.errors = []          # (time, sample id, message), newest last
         self.refused = set()      # samples the server refused (4xx) in this run
+        # samples whose last failure in this run is a rejected dump; and those whose last failure before this
+        # run was one (the manifest's): rejected in two runs running, a dump is what the capture gives them
+        self.rejected = set()
+        self.rejected_before = set()
         self.samples_failed = 0   # the manifest's failures, as of the last status write
         self.error_count = 0
         self.answered = 0         # requests of this run the server answered (2xx): the start is past
@@ -142,6 +146,10 @@ class Job:  # pylint: disable=too-many-instance-attributes
     def record_failure(self, sample_id, reason, said=None):
         """A sample's last try failed: said (status, log; ``said``, else the reason) and its
         reason recorded in the manifest, with the sample's line in the dataset."""
+        if drain.REJECTION_RE.fullmatch(reason):
+            self.rejected.add(sample_id)
+        else:
+            self.rejected.discard(sample_id)
         self.error(sample_id, said or reason)
         self.manifest.record_failure(sample_id, reason, line=self.samples[sample_id].line)
         self._settled()
@@ -158,6 +166,16 @@ class Job:  # pylint: disable=too-many-instance-attributes
         if self.watchdog is None or not excused:
             return contextlib.nullcontext()
         return self.watchdog.excused()
+
+    def cannot_be_helped(self, left, again):
+        """Why the samples left stop the job: refused by the server, or their dumps rejected twice."""
+        refused, rejected = len(left & self.refused), len(left & again)
+        said = [f"{refused} samples refused by the server"] if refused else []
+        said += [f"{rejected} samples whose dumps were rejected in this run and the one before (kept in "
+                 f"{self.drainer.rejected_dir})"] if rejected else []
+        return (" and ".join(said) + " (their reasons are above and in the manifest's failures): fix them "
+                "or the server, or accept them as not extracted (extraction_job_accept_failed, "
+                "README 'Recovery'), then run extract.yml again")
 
     def samples_left(self):
         return self.totals["samples"] < len(self.samples)
@@ -455,7 +473,7 @@ class Job:  # pylint: disable=too-many-instance-attributes
             outcome, info = await loop.run_in_executor(self.pool, self.drainer.drain, path,
                                                        sample)
         except drain.DumpRejected as exc:
-            reason = f"dump {path} rejected: {exc}"
+            reason = drain.rejection(path, exc)
             self.record_failure(sample_id, reason)
             try:
                 kept = await loop.run_in_executor(self.pool, self.drainer.reject, path, reason)
@@ -727,6 +745,8 @@ class Job:  # pylint: disable=too-many-instance-attributes
                             self.watchdog.counts["restarts"], cfg.stall_restarts_max)
             self.watchdog.start()
             self._status_task = asyncio.create_task(self._status_loop())
+            self.rejected_before = {sample_id for sample_id, _attempts, reason, _line in self.manifest.failures()
+                                    if drain.REJECTION_RE.fullmatch(reason)}
             self.state = "draining leftovers"
             await self.drain_pass()   # dumps from before this start (any restart) come first
             done_ids = self.manifest.done_ids()
@@ -758,12 +778,12 @@ class Job:  # pylint: disable=too-many-instance-attributes
                      self.totals["bytes"])
             if not left:
                 return EXIT_COMPLETE
-            if left <= self.refused:
-                # a restart would send them again only to be refused again: stop here
-                self.error(None, f"{len(left)} samples refused by the server (their reasons are "
-                                 "above and in the manifest's failures): fix them or the server, "
-                                 "or accept them as not extracted (extraction_job_accept_failed, "
-                                 "README 'Recovery'), then run extract.yml again")
+            again = self.rejected & self.rejected_before
+            if left <= self.refused | again:
+                # a restart would send them again only to be refused again, or to get the dumps it rejected
+                # in this run and the one before (a capture that gives NaN, zeros, a wrong shape for them,
+                # every time): stop here, or systemd's restarts go on for ever, each keeping the rejected dumps
+                self.error(None, self.cannot_be_helped(left, again))
                 return EXIT_REFUSED
             return EXIT_INCOMPLETE
         except DrainFailed as exc:
