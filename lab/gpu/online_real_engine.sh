@@ -27,6 +27,7 @@
 #           its peak; its checkpoints evaluated after it (no room for the evaluator beside server and trainer)
 #   ordered the files mode's training again, fed in the order online's trainer read the samples (symlinks named
 #           so that SpecForge's offline shuffle gives that order), its step and eval losses against online's
+#           (ONLINE_KILL_AT=N: the fault below in this run, at trainer step N)
 #   fault   a second online run with the server SIGKILLed (its process group) at trainer step $KILL_AT and
 #           started again with its own command (what the unit's Restart= does; no systemd on the GPU
 #           machine); its checkpoints evaluated; the eval losses of the three trainings side by side
@@ -273,8 +274,9 @@ elif [ "$MODE" = ordered ]; then
   "${ENGINE[@]}" report --record "$RECORD" --pairs "files-ordered,online-1,0.01" "files,files-ordered" \
     && pass "online-1's eval losses within 0.01 of the files mode's in one order" || fail "eval losses apart"
 elif [ "$MODE" = online ]; then
-  # 4. the online mode: one run, the trainer beside the server on the one GPU
-  online_trained online-1
+  # 4. the online mode: one run, the trainer beside the server on the one GPU (ONLINE_KILL_AT: with the fault of
+  # step 5 in it, when the device time left cannot hold both; `ordered` then compares the faulted run)
+  online_trained online-1 "${ONLINE_KILL_AT:-}"
 elif [ "$MODE" = fault ]; then
   # 5. the server killed mid-run and brought back with its own command
   online_trained online-2 "$KILL_AT"

@@ -18,7 +18,7 @@ say where the master listens). From these alone this module derives, for every h
 
 ``errors()`` says what cannot work, before anything starts: an online job with no trainer or two, a trainer
 naming no master, servers of one job on other models, layers or SGLang, ports that collide on a host, a master,
-gateway or trainer the other hosts cannot reach.
+gateway or trainer the other hosts cannot reach, a trainer on a GPU of its host's server.
 """
 
 from __future__ import annotations
@@ -187,6 +187,7 @@ def errors(servers, online):
         found.extend(_shared_errors(job, hosts, servers))
         found.extend(_reach_errors(job, hosts, servers, named, trainers, masters))
     found.extend(_port_errors(servers, masters))
+    found.extend(_gpu_errors(servers, trainers, jobs))
     return found
 
 
@@ -277,4 +278,39 @@ def _port_errors(servers, masters):
                              % (host, seen[port], port, name, port))
             elif port not in seen:
                 seen[port] = name
+    return found
+
+
+def _server_gpus(values):
+    """The GPUs a host's SGLang server takes: its CUDA_VISIBLE_DEVICES, else --tp-size of them from --base-gpu-id;
+    None for every GPU of the host (the tp size left to what gpu_check sees there)."""
+    env = _given(values, 'sglang_server', 'sglang_server_env') or {}
+    if isinstance(env, dict) and env.get('CUDA_VISIBLE_DEVICES') is not None:
+        return [part.strip() for part in str(env['CUDA_VISIBLE_DEVICES']).split(',') if part.strip()]
+    tp_size = inventory_int(_given(values, 'sglang_server', 'sglang_server_tp_size'), 3)
+    flags = _given(values, 'sglang_server', 'sglang_server_flags') or {}
+    base = inventory_int(flags.get('base-gpu-id', 0), 3) if isinstance(flags, dict) else 0
+    if tp_size is None or base is None:
+        return None
+    return [str(index) for index in range(base, base + tp_size)]
+
+
+def _gpu_errors(servers, trainers, jobs):
+    """A trainer on a GPU of its own host's server. SGLang sizes --mem-fraction-static against the memory free when
+    it starts, so once the trainer holds part of the GPU the server's unit restarts into too little memory, and
+    fails every time (GPU machine: the restart beside the trainer never came back)."""
+    found = []
+    for trainer, values in sorted(trainers.items()):
+        if trainer not in servers or _given(values, 'online_training', 'online_training_job') not in jobs:
+            continue
+        gpus = [str(gpu) for gpu in _given(values, 'online_training', 'online_training_gpus') or []]
+        taken = _server_gpus(servers[trainer])
+        shared = [gpu for gpu in gpus if taken is None or gpu in taken]
+        if shared:
+            held = ('every GPU of the host' if taken is None else 'GPUs %s' % ','.join(taken))
+            found.append('%s: online_training_gpus=%s shares %s with the SGLang server of the host (%s): the server '
+                         'sizes its memory against what is free when it starts, so its restarts beside the trainer '
+                         'would fail; give the trainer GPUs the server does not take (sglang_server_env.'
+                         'CUDA_VISIBLE_DEVICES, sglang_server_tp_size) or a host of its own'
+                         % (trainer, show(gpus), 'GPU ' + ','.join(shared), held))
     return found

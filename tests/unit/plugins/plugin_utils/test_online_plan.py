@@ -109,6 +109,39 @@ def test_a_master_sharing_a_server_s_host_may_not_take_its_ports():
                for message in found), found
 
 
+def _trainer_on_ct1(trainer_gpus, **server):
+    """The job's trainer moved onto ct1, a server host, on ``trainer_gpus``; ct1's server changed by ``server``."""
+    servers, online = _inventory()
+    servers['ct1'].update(server)
+    online['online_trainers'] = {'ct1': dict(online['online_trainers']['ct3'], ansible_host='10.200.0.101',
+                                             online_training_gpus=trainer_gpus)}
+    return errors(servers, online)
+
+
+@pytest.mark.parametrize('trainer_gpus, server, shared', [
+    (['0'], {}, "GPU 0 with the SGLang server of the host (every GPU of the host)"),
+    (['6', '7'], {'sglang_server_tp_size': 8}, 'GPU 6,7 with the SGLang server of the host (GPUs 0,1,2,3,4,5,6,7)'),
+    (['3'], {'sglang_server_tp_size': '4', 'sglang_server_flags': {'base-gpu-id': 2}}, 'GPU 3 with'),
+    (['1'], {'sglang_server_env': {'CUDA_VISIBLE_DEVICES': '0,1'}}, '(GPUs 0,1)'),
+])
+def test_a_trainer_on_a_gpu_of_its_hosts_server_is_refused(trainer_gpus, server, shared):
+    """The server's unit would restart beside the trainer into the memory the trainer left (SGLang sizes its
+    memory against what is free at its start) and fail every time."""
+    found = _trainer_on_ct1(trainer_gpus, **server)
+    assert any(message.startswith('ct1: online_training_gpus=%r shares ' % trainer_gpus) and shared in message
+               and 'sglang_server_env.CUDA_VISIBLE_DEVICES' in message for message in found), found
+
+
+@pytest.mark.parametrize('trainer_gpus, server', [
+    (['4', '5', '6', '7'], {'sglang_server_tp_size': 4}),
+    (['7'], {'sglang_server_tp_size': 4, 'sglang_server_flags': {'base-gpu-id': 2}}),
+    (['0'], {'sglang_server_env': {'CUDA_VISIBLE_DEVICES': '1,2'}}),
+    ([], {}),   # a test run's trainer, on the CPU
+])
+def test_a_trainer_beside_its_hosts_server_on_gpus_of_its_own_is_allowed(trainer_gpus, server):
+    assert not [m for m in _trainer_on_ct1(trainer_gpus, **server) if 'online_training_gpus' in m]
+
+
 def test_without_sglang_hs_layer_ids_the_trainer_is_told_the_capture_s_own_default():
     servers = dict((host, dict(values, sglang_server_env={})) for host, values in SERVERS.items())
     capture = os.path.join(os.path.dirname(__file__), *(['..'] * 4), 'roles', 'sglang_patch', 'files',
