@@ -131,7 +131,9 @@ VARIABLES = (
              description='C(training.attention_backend).'),
     Variable('online_training_gpus', 'list', [], elements='str',
              description=("The trainer's GPUs (C(CUDA_VISIBLE_DEVICES)); empty runs on the CPU, allowed only with "
-                          "O(online_training_test_run) (SpecForge's trainer needs an accelerator)."),
+                          "O(online_training_test_run) (SpecForge's trainer needs an accelerator). On a host that "
+                          "also runs an SGLang server, none of the server's GPUs (refused: the server's restarts "
+                          "beside the trainer would fail)."),
              rule=each(pattern(DEVICE, 'a GPU index'))),
     Variable('online_training_test_run', 'bool', False,
              description='A test run: allows an empty O(online_training_gpus).'),
