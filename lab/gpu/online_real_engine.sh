@@ -20,8 +20,9 @@
 #   ONE_A_BATCH=1 (extract, online): every capture at one prompt a batch, the files mode's job at concurrency 1
 #           and the online runs' producer at lease 1 with one prompt in flight. SGLang's prefill of a prompt
 #           in a batch of others may differ in its last bits from that prompt's alone; one a batch, the two modes'
-#           tensors are equal (the same-tensors check). extract then also runs the job at concurrency 16 and
-#           counts the samples whose tensors differ from the ones captured alone (lab/gpu/specforge_compare.py)
+#           tensors are equal (the same-tensors check). With COMPARE_BATCHING=1 too, extract also runs the job
+#           at concurrency 16 and counts the samples whose tensors differ from the ones captured alone
+#           (lab/gpu/specforge_compare.py; about 70 s more)
 #   online  the online mode, one run: producer and SpecForge's trainer beside the server on the one GPU, timed
 #           from the producer's start to the trainer's exit, the bytes every process wrote, the GPU memory at
 #           its peak; its checkpoints evaluated after it (no room for the evaluator beside server and trainer)
@@ -249,7 +250,7 @@ if [ "$MODE" = extract ]; then
   [ -n "${EVAL_SET_ONLY:-}" ] || files_job train "$M/train.jsonl" "$WORK/files-train" "$FILES_CONCURRENCY"
   files_job eval "$M/eval.jsonl" "$WORK/files-eval" 1
   # 2b. one a batch against 16 at once: which samples' tensors the batching changed, by how much
-  if [ -n "${ONE_A_BATCH:-}" ] && [ -z "${EVAL_SET_ONLY:-}" ]; then
+  if [ -n "${ONE_A_BATCH:-}" ] && [ -n "${COMPARE_BATCHING:-}" ] && [ -z "${EVAL_SET_ONLY:-}" ]; then
     files_job train-c16 "$M/train.jsonl" "$WORK/files-train-c16" 16
     env PYTHONPATH="$SGL_PYTHONPATH" "$SGL_PY" lab/gpu/specforge_compare.py "$WORK/files-train" \
       "$WORK/files-train-c16" --label "one a batch vs 16 at once" | tail -12 | tee -a "$RECORD.compare"
