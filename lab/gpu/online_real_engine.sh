@@ -116,7 +116,9 @@ files_job() {  # name dataset out concurrency: the extraction job, timed from it
   "${SIDE[@]}" job --name "$1" --model "$M/model" --dataset "$2" --out "$3" --work "$WORK/jobs" --url "$URL" \
     --dump "$DUMP" --concurrency "$4" --max-length 2048 && pass "files mode: job $1 (concurrency $4)" \
     || { fail "files mode: job $1"; tail -20 "$WORK/jobs/$1.log"; }
-  echo "{\"files_extract\": {\"name\": \"$1\", \"seconds\": $(secs "$t0" "$(now)"), \"bytes\": $(du -sb "$3" | cut -f1)}}" | tee -a "$RECORD"
+  # (a job refused at its start made no dir: 0 bytes, where an empty value broke the record's JSON and every
+  # report of the lease after it)
+  echo "{\"files_extract\": {\"name\": \"$1\", \"seconds\": $(secs "$t0" "$(now)"), \"bytes\": $(du -sb "$3" 2>/dev/null | cut -f1 | grep . || echo 0)}}" | tee -a "$RECORD"
 }
 run_config() {  # file features run_id output_dir [a data key] [a training key]: SpecForge's offline run config
   local data=${5:+, $5} training=${6:+, $6}
@@ -223,6 +225,13 @@ online_run() {  # name consumer [more args]: one online run against the running 
     --vocab-mapping "$WORK/vocab_mapping.pt" --server-url "$URL" --dump "$DUMP" --layers "$LAYERS" \
     --hidden "$HIDDEN" --consumer "$consumer" --mooncake-bin "$MC_SITE/bin" --record "$RECORD" "$@"
 }
+compare_batching() {  # the training prompts at 16 at once against the files one a batch: what batching changes
+  files_job trainc16 "$M/train.jsonl" "$WORK/files-train-c16" 16   # a job name has no "-"
+  env PYTHONPATH="$SGL_PYTHONPATH" "$SGL_PY" lab/gpu/specforge_compare.py "$WORK/files-train" \
+    "$WORK/files-train-c16" --label "one a batch vs 16 at once" | tail -12 | tee "$WORK/compare.log"
+  grep '^{"compare"' "$WORK/compare.log" >>"$RECORD"
+  rm -rf "$WORK/files-train-c16"
+}
 
 if [ "$MODE" = extract ]; then
   rm -f "$RECORD"
@@ -251,12 +260,12 @@ if [ "$MODE" = extract ]; then
   files_job eval "$M/eval.jsonl" "$WORK/files-eval" 1
   # 2b. one a batch against 16 at once: which samples' tensors the batching changed, by how much
   if [ -n "${ONE_A_BATCH:-}" ] && [ -n "${COMPARE_BATCHING:-}" ] && [ -z "${EVAL_SET_ONLY:-}" ]; then
-    files_job train-c16 "$M/train.jsonl" "$WORK/files-train-c16" 16
-    env PYTHONPATH="$SGL_PYTHONPATH" "$SGL_PY" lab/gpu/specforge_compare.py "$WORK/files-train" \
-      "$WORK/files-train-c16" --label "one a batch vs 16 at once" | tail -12 | tee -a "$RECORD.compare"
-    grep '^{"compare"' "$RECORD.compare" >>"$RECORD"
-    rm -rf "$WORK/files-train-c16"
+    compare_batching
   fi
+elif [ "$MODE" = batching ]; then
+  # 2b alone, after an extract with ONE_A_BATCH=1 on the same machine
+  server_up || { fail "the server did not start"; exit 1; }
+  compare_batching
 elif [ "$MODE" = train ]; then
   # 3. the files mode's training (the server is down: the files are all it needs), evaluated beside it
   files_trained files "$WORK/files-train"
