@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VENV := .venv
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: demo test deps fleet clean distclean lint sanity pytest pytest-main pytest-rollout pytest-multinode pytest-extraction pytest-monitoring pytest-faults pytest-online pytest-torch build
+.PHONY: demo test check deps fleet clean distclean lint sanity pytest pytest-main pytest-offline pytest-fleet pytest-pct pytest-rollout pytest-multinode pytest-extraction pytest-monitoring pytest-faults pytest-online pytest-torch build
 
 # the servers, then a small extraction job (300 samples of tests/job/demo_dataset.py) whose
 # progress table is shown until it is done, then the proof that every sample is there once
@@ -23,6 +23,11 @@ demo: fleet
 test: deps
 	bash lab/run-all.sh
 
+# the developers' inner loop, no fleet: ansible-lint, sanity, the controller's suites and the torch venv's (the
+# job, the capture, the online mode), in two lanes side by side; `make test` runs it beside the fleet
+check: deps
+	bash lab/check.sh
+
 deps:
 	bash lab/bootstrap/apt.sh
 	bash lab/bootstrap/venv.sh
@@ -36,13 +41,25 @@ lint: deps
 sanity: deps
 	bash lab/sanity.sh
 
-# the pytest parts of `make test`, in its order (lab/run-all.sh runs each as a step)
+# the pytest parts of `make test` (lab/run-all.sh runs each as a step, the first and the last in its check lane)
 pytest: deps
-	$(MAKE) --no-print-directory pytest-main pytest-rollout pytest-multinode pytest-extraction pytest-monitoring pytest-faults pytest-online pytest-torch
+	$(MAKE) --no-print-directory pytest-offline pytest-fleet pytest-pct pytest-rollout pytest-multinode pytest-extraction pytest-monitoring pytest-faults pytest-online pytest-torch
 
 # every suite of the controller's venv (pytest.ini's testpaths) but the whole-fleet runs, the steps below
-pytest-main:
-	pytest -q -m "not whole_fleet and not torch"
+pytest-main: pytest-offline pytest-fleet pytest-pct
+
+# the controller venv's suites that need no fleet (make check)
+pytest-offline:
+	pytest -q -m "not fleet and not torch"
+
+# the controller venv's tests on the fleet that are not a whole-fleet scenario of their own, but ct4's
+pytest-fleet:
+	pytest -q -m "fleet and not whole_fleet and not torch" --ignore=tests/integration/test_pct_fleet.py
+
+# ct4, the container reached through pct alone: its own step, which lab/run-all.sh runs beside the scenarios on ct1 to
+# ct3 (none of them touches ct4; they call lab/fleet/up.sh with ct1 to ct3 only)
+pytest-pct:
+	pytest -q tests/integration/test_pct_fleet.py
 
 # extract.yml on the whole fleet, through ansible-runner (cold, converged, faults, ...)
 pytest-rollout:

@@ -1,45 +1,57 @@
 #!/usr/bin/env bash
-# `make test`: every check of the project, in order, each timed. A failing step does
-# not stop the others; the run fails if any step failed. Ends with a timing table.
+# `make test`: every check of the project, each step timed, in two lanes that run side by side
+# (tests/README.md, "Where the time goes"):
+#   the fleet lane   the local fleet and everything that runs on it: the fleet's pytest modules, the
+#                    whole-fleet scenarios, the molecule scenarios. Mostly waiting (ansible over SSH, systemd
+#                    restarts, the stand-in servers' paced forward passes): about one core.
+#   the check lane   what needs no fleet: `make check` (ansible-lint, sanity, the controller's and the torch
+#                    venv's suites), on the other core, started at once in the background.
+# Before the lanes: what both use, built once (the two venvs; the fleet's wheelhouse). A failing step does not
+# stop the others; the run fails if any step failed. Ends with one timing table of both lanes.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export PATH=$PWD/.venv/bin:$PATH
 export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
+# shellcheck source=lab/steps.sh
+. lab/steps.sh
 
-declare -a NAMES RCS SECS
-step() {
-  local name=$1; shift
-  echo "===== $name: $*"
-  local t0=$SECONDS
-  "$@"; local rc=$?
-  NAMES+=("$name"); RCS+=("$rc"); SECS+=($((SECONDS - t0)))
-  echo "===== $name: $([ "$rc" = 0 ] && echo ok || echo "FAILED (rc $rc)") in $((SECONDS - t0)) s"
+RESULTS=$(mktemp -d "${TMPDIR:-/tmp}/run-all.XXXXXX")
+trap 'rm -rf "$RESULTS"' EXIT
+
+# once, before the lanes: the torch venv (the check lane's tests/capture, tests/job and tests/online; the fleet
+# lane's output checks, read with SpecForge's loader), the fleet's template (the containers' root file system, which
+# the check lane's tests/standins/test_pct_standin.py unpacks too) and its wheelhouse (the containers' packages)
+step_to "$RESULTS/setup" torch-venv bash lab/bootstrap/torch-venv.sh
+step_to "$RESULTS/setup" rootfs bash lab/fleet/rootfs.sh
+step_to "$RESULTS/setup" wheelhouse bash lab/fleet/wheelhouse.sh
+
+# the check lane: its output prefixed, so that a CI log tells the lanes apart while both run
+( bash lab/check.sh "$RESULTS/check" 2>&1 | sed -u 's/^/[check] /' ) &
+check_pid=$!
+
+fleet_lane() {
+  local out=$1
+  step_to "$out" fleet bash lab/fleet/up.sh
+  # the pytest parts are the Makefile's, so that `make pytest` runs exactly these
+  step_to "$out" pytest:fleet make -s --no-print-directory pytest-fleet
+  # ct4 (reached through pct alone) beside the scenarios on ct1 to ct3, which never touch it
+  ( step_to "$out.pct" pytest:pct make -s --no-print-directory pytest-pct 2>&1 | sed -u 's/^/[pct] /' ) &
+  local pct_pid=$!
+  step_to "$out" pytest:rollout make -s --no-print-directory pytest-rollout
+  step_to "$out" pytest:multinode make -s --no-print-directory pytest-multinode
+  step_to "$out" pytest:extraction make -s --no-print-directory pytest-extraction
+  step_to "$out" pytest:monitoring make -s --no-print-directory pytest-monitoring
+  step_to "$out" pytest:faults make -s --no-print-directory pytest-faults
+  step_to "$out" pytest:online make -s --no-print-directory pytest-online
+  # the molecule scenarios' create brings every container up (lab/fleet/up.sh), ct4 included: not while its test runs
+  wait "$pct_pid"
+  local config scenario
+  for config in molecule/*/molecule.yml; do
+    scenario=$(basename "$(dirname "$config")")
+    step_to "$out" "molecule:$scenario" molecule test -s "$scenario"
+  done
 }
+fleet_lane "$RESULTS/fleet"
+wait "$check_pid"
 
-step fleet bash lab/fleet/up.sh
-step ansible-lint ansible-lint --profile production
-step sanity bash lab/sanity.sh
-# the pytest parts are the Makefile's, so that `make pytest` runs exactly these
-step pytest make -s --no-print-directory pytest-main
-step pytest:rollout make -s --no-print-directory pytest-rollout
-step pytest:multinode make -s --no-print-directory pytest-multinode
-step pytest:extraction make -s --no-print-directory pytest-extraction
-step pytest:monitoring make -s --no-print-directory pytest-monitoring
-step pytest:faults make -s --no-print-directory pytest-faults
-step pytest:online make -s --no-print-directory pytest-online
-step pytest:torch make -s --no-print-directory pytest-torch
-for config in molecule/*/molecule.yml; do
-  scenario=$(basename "$(dirname "$config")")
-  step "molecule:$scenario" molecule test -s "$scenario"
-done
-
-failed=0
-printf '\n%-28s %8s  %s\n' STEP SECONDS RESULT
-for i in "${!NAMES[@]}"; do
-  printf '%-28s %8s  %s\n' "${NAMES[$i]}" "${SECS[$i]}" "$([ "${RCS[$i]}" = 0 ] && echo ok || echo FAILED)"
-  [ "${RCS[$i]}" = 0 ] || failed=$((failed + 1))
-done
-printf '%-28s %8s\n' total "$SECONDS"
-passed=$(( ${#NAMES[@]} - failed ))
-echo "steps: ${passed} passed, ${failed} failed"
-[ "$failed" = 0 ]
+print_table "$SECONDS" "$RESULTS/setup" "$RESULTS/check" "$RESULTS/fleet" "$RESULTS/fleet.pct"

@@ -2,12 +2,18 @@
 hypervisors are separate hosts with their own name and containers."""
 
 import os
+import re
 import subprocess
 import time
+
+from fleet_helpers import FLEET
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 UP = os.path.join(REPO, 'lab', 'fleet', 'up.sh')
 LAB = os.environ.get('EAGLE3_LAB', '/var/lib/eagle3-lab')
+
+# it runs lab/fleet/up.sh itself: on the fleet's side of `make test` (pytest-fleet), never beside it in `make check`
+pytestmark = FLEET
 
 
 def fleet_ssh(address, *argv):
@@ -38,12 +44,21 @@ def test_each_hypervisor_is_its_own_host():
         assert lines[1].startswith('VMID ')
         assert [line.split()[0] for line in lines[2:]] == vmids
         assert all(line.split()[1] == 'running' for line in lines[2:])
+        for vmid in vmids:
+            assert fleet_ssh(address, 'pct', 'status', vmid).stdout == 'status: running\n', (name, vmid)
 
 
 def test_containers_see_their_own_address_and_stand_in_nvidia_smi():
+    """Each container: its name, systemd as PID 1 and running (or degraded), the stand-in nvidia-smi; the SSH
+    session's server side and the source of its default route are its own address (what the molecule scenario
+    `fleet` checked before it was folded in here)."""
     for address, name in (('10.200.0.101', 'ct1'), ('10.200.0.102', 'ct2'), ('10.200.0.103', 'ct3')):
-        result = fleet_ssh(address, 'hostname; cat /proc/1/comm; nvidia-smi -L')
+        result = fleet_ssh(address, 'hostname; cat /proc/1/comm; nvidia-smi -L | head -n 1; '
+                                    'systemctl is-system-running; echo "$SSH_CONNECTION"; ip -4 -o route get 8.8.8.8')
         assert result.returncode == 0, result.stderr
         lines = result.stdout.splitlines()
         assert lines[:2] == [name, 'systemd']
         assert lines[2].startswith('GPU 0: NVIDIA H200 (UUID: GPU-')
+        assert lines[3] in ('running', 'degraded'), (name, lines)
+        assert lines[4].split()[2] == address, (name, lines)
+        assert re.search(r' src %s( |$)' % re.escape(address), lines[5]), (name, lines)
