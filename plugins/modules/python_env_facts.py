@@ -18,6 +18,8 @@ description:
     whose import may start CUDA, are found without being imported.
   - O(distributions) are looked up with C(importlib.metadata).
   - O(editable_paths) are compared with the PEP 610 C(direct_url.json) of every installed distribution.
+  - O(requirements) are read with the C(packaging) library, which C(ansible.builtin.pip) needs in the environment
+    too, and compared with the installed versions.
   - Changes nothing.
 author:
   - eagle3.extraction maintainers (@eagle3)
@@ -39,6 +41,16 @@ options:
       - Absolute paths of source checkouts; RV(editable_paths_missing) lists those not installed editable.
     type: list
     elements: path
+    default: []
+  requirements:
+    description:
+      - Requirement strings as pip takes them (V(torch==2.13.0), V(aiohttp>=3.9)); RV(requirements_unmet) lists
+        those the environment does not meet, so that a caller runs pip only when one is unmet.
+      - A requirement is met when its distribution is installed at a version its specifier admits, or its
+        environment marker excludes this interpreter. One that names extras or a URL, or cannot be read, is
+        never met (pip decides), and so is every one when C(packaging) is missing.
+    type: list
+    elements: str
     default: []
   require:
     description:
@@ -135,6 +147,12 @@ editable_paths_missing:
   returned: always
   type: list
   elements: str
+requirements_unmet:
+  description: The O(requirements) the environment does not meet, in the order given.
+  returned: always
+  type: list
+  elements: str
+  sample: [torch==2.13.0]
 '''
 
 import importlib.util
@@ -196,6 +214,30 @@ def editable_checkouts():
     return have
 
 
+def unmet_requirements(requirements):
+    """The requirement strings of ``requirements`` this interpreter's environment does not meet: every one when the
+    packaging library is missing; one with extras or a URL, or that cannot be parsed, is left to pip (unmet)."""
+    if not requirements:
+        return []
+    try:
+        from packaging.requirements import InvalidRequirement, Requirement
+    except ImportError:
+        return list(requirements)
+    unmet = []
+    for text in requirements:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            unmet.append(text)
+            continue
+        if requirement.marker is not None and not requirement.marker.evaluate():
+            continue
+        version = None if requirement.extras or requirement.url else installed_version(requirement.name)
+        if version is None or not requirement.specifier.contains(version, prereleases=True):
+            unmet.append(text)
+    return unmet
+
+
 def unsupported_versions(installed, versions):
     """``<name> <version>`` of each installed distribution whose version ``versions`` ({name: [version]}) does
     not list."""
@@ -209,6 +251,7 @@ def main():
             modules=dict(type='list', elements='str', default=[]),
             distributions=dict(type='list', elements='str', default=[]),
             editable_paths=dict(type='list', elements='path', default=[]),
+            requirements=dict(type='list', elements='str', default=[]),
             require=dict(type='bool', default=False),
             role=dict(type='str', default=''),
             advice=dict(type='str', default=''),
@@ -226,6 +269,9 @@ def main():
     for path in params['editable_paths']:
         if not os.path.isabs(path) or any(ord(c) < 32 for c in path):
             module.fail_json(msg='editable_paths: %r is not an absolute path' % path)
+    for text in params['requirements']:
+        if not text.strip() or any(ord(c) < 32 for c in text):
+            module.fail_json(msg='requirements: %r is not a requirement' % text)
 
     have = editable_checkouts() if params['editable_paths'] else set()
     modules = {name: locate(name) for name in params['modules']}
@@ -236,6 +282,7 @@ def main():
         modules_missing=missing(modules),
         distributions={name: installed_version(name) for name in params['distributions']},
         editable_paths_missing=[p for p in params['editable_paths'] if os.path.realpath(p) not in have],
+        requirements_unmet=unmet_requirements(params['requirements']),
     )
     absent = ['no distribution named %s is installed' % name
               for name, version in result['distributions'].items() if version is None]

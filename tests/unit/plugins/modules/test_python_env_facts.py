@@ -93,6 +93,8 @@ def test_lists_checkouts_not_installed_editable(site, capsys):
     ({'distributions': ['-sglang']}, 'distributions'),
     ({'editable_paths': ['relative/checkout']}, 'editable_paths'),
     ({'editable_paths': ['/srv/a\nb']}, 'editable_paths'),
+    ({'requirements': ['torch==2.13.0\n']}, 'requirements'),
+    ({'requirements': ['  ']}, 'requirements'),
 ])
 def test_bad_names_are_refused(args, says, capsys):
     result = run(args, capsys)
@@ -109,3 +111,22 @@ def test_a_version_not_listed_fails_naming_it_and_the_listed_ones(run_module):
     assert 'is not supported; supported versions: pip 0.0.1, 0.0.2. Install a supported one.' in result['msg']
     assert not run_module(python_env_facts, dict(args, versions={'pip': [pip.__version__]})).get('failed')
     assert not run_module(python_env_facts, dict(args, require=False)).get('failed')
+
+
+def test_the_requirements_the_venv_does_not_meet_in_the_order_given(site, capsys):
+    """What ml_env runs pip for: a missing distribution, another version, extras and URLs (pip decides); not one
+    installed at an admitted version, nor one whose marker leaves this interpreter out."""
+    given = ['demo-dist==1.2.3', 'demo_dist>=1.0,<2', 'Demo.Dist', 'demo-dist==1.2.4', 'no-such-dist==1.0',
+             'demo-dist[extra]==1.2.3', 'demo-dist @ file:///srv/demo_dist-1.2.3.whl', '/root/wheelhouse/x.whl',
+             'no-such-dist==1.0; python_version < "3"']
+    result = run({'requirements': given}, capsys)
+    assert result['requirements_unmet'] == ['demo-dist==1.2.4', 'no-such-dist==1.0', 'demo-dist[extra]==1.2.3',
+                                            'demo-dist @ file:///srv/demo_dist-1.2.3.whl', '/root/wheelhouse/x.whl']
+    assert not result['changed']
+
+
+def test_without_packaging_every_requirement_is_unmet(site, capsys, monkeypatch):
+    """A venv without packaging (a new one, before ml_env installs it): pip decides for every package."""
+    monkeypatch.setitem(sys.modules, 'packaging.requirements', None)
+    result = run({'requirements': ['demo-dist==1.2.3']}, capsys)
+    assert result['requirements_unmet'] == ['demo-dist==1.2.3']
