@@ -29,29 +29,43 @@ step_to "$RESULTS/setup" wheelhouse bash lab/fleet/wheelhouse.sh
 ( bash lab/check.sh "$RESULTS/check" 2>&1 | sed -u 's/^/[check] /' ) &
 check_pid=$!
 
+# the molecule scenarios of a role alone on ct1 that the fleet's scenarios leave be (lab/run-all.sh's lane beside)
+BESIDE_ON_CT1=(ml_env sglang_patch)
+
 fleet_lane() {
   local out=$1
   step_to "$out" fleet bash lab/fleet/up.sh
   # the pytest parts are the Makefile's, so that `make pytest` runs exactly these
   step_to "$out" pytest:fleet make -s --no-print-directory pytest-fleet
-  # ct4 (reached through pct alone) beside the scenarios on ct1 to ct3, which never touch it
-  ( step_to "$out.pct" pytest:pct make -s --no-print-directory pytest-pct 2>&1 | sed -u 's/^/[pct] /' ) &
-  local pct_pid=$!
+  # Beside the scenarios on ct1 to ct3, what never touches what they do: ct4 (reached through pct alone); molecule's
+  # proxmox_container (its own CT 150 on pve1; its create names pve1 alone); once the rollout test, which destroys
+  # and remakes ct1, is over, molecule's ml_env and sglang_patch (each in a dir of its own on ct1, no server, no GPU;
+  # their create names ct1 alone)
+  ( step_to "$out.beside" pytest:pct make -s --no-print-directory pytest-pct
+    step_to "$out.beside" molecule:proxmox_container molecule test -s proxmox_container
+    while [ ! -e "$out.rollout-done" ]; do sleep 2; done
+    for scenario in "${BESIDE_ON_CT1[@]}"; do
+      step_to "$out.beside" "molecule:$scenario" env EAGLE3_FLEET_UP=ct1 molecule test -s "$scenario"
+    done ) 2>&1 | sed -u 's/^/[beside] /' &
+  local beside_pid=$!
   step_to "$out" pytest:rollout make -s --no-print-directory pytest-rollout
+  touch "$out.rollout-done"
   step_to "$out" pytest:multinode make -s --no-print-directory pytest-multinode
   step_to "$out" pytest:extraction make -s --no-print-directory pytest-extraction
   step_to "$out" pytest:monitoring make -s --no-print-directory pytest-monitoring
   step_to "$out" pytest:faults make -s --no-print-directory pytest-faults
   step_to "$out" pytest:online make -s --no-print-directory pytest-online
-  # the molecule scenarios' create brings every container up (lab/fleet/up.sh), ct4 included: not while its test runs
-  wait "$pct_pid"
+  # the other molecule scenarios' create brings every container up (lab/fleet/up.sh), ct4 included: not while its
+  # test runs
+  wait "$beside_pid"
   local config scenario
   for config in molecule/*/molecule.yml; do
     scenario=$(basename "$(dirname "$config")")
+    [[ " proxmox_container ${BESIDE_ON_CT1[*]} " == *" $scenario "* ]] && continue   # in the lane beside, above
     step_to "$out" "molecule:$scenario" molecule test -s "$scenario"
   done
 }
 fleet_lane "$RESULTS/fleet"
 wait "$check_pid"
 
-print_table "$SECONDS" "$RESULTS/setup" "$RESULTS/check" "$RESULTS/fleet" "$RESULTS/fleet.pct"
+print_table "$SECONDS" "$RESULTS/setup" "$RESULTS/check" "$RESULTS/fleet" "$RESULTS/fleet.beside"

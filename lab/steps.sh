@@ -18,20 +18,20 @@ step_to() {
 print_table() {
   local total=$1; shift
   local failed=0 passed=0 file name rc secs
-  printf '\n%-28s %-7s %8s  %s\n' STEP LANE SECONDS RESULT
+  printf '\n%-28s %-12s %8s  %s\n' STEP LANE SECONDS RESULT
   for file in "$@"; do
     if [ ! -f "$file" ]; then
-      printf '%-28s %-7s %8s  %s\n' '(none)' "$(basename "$file")" - 'FAILED (no step ran)'
+      printf '%-28s %-12s %8s  %s\n' '(none)' "$(basename "$file")" - 'FAILED (no step ran)'
       failed=$((failed + 1)); continue
     fi
     local lane
     lane=$(basename "$file")
     while read -r name rc secs; do
-      printf '%-28s %-7s %8s  %s\n' "$name" "$lane" "$secs" "$([ "$rc" = 0 ] && echo ok || echo FAILED)"
+      printf '%-28s %-12s %8s  %s\n' "$name" "$lane" "$secs" "$([ "$rc" = 0 ] && echo ok || echo FAILED)"
       if [ "$rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
     done < "$file"
   done
-  printf '%-28s %-7s %8s\n' total '' "$total"
+  printf '%-28s %-12s %8s\n' total '' "$total"
   echo "steps: ${passed} passed, ${failed} failed"
   [ "$failed" = 0 ]
 }
