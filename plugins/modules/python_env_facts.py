@@ -52,6 +52,12 @@ options:
     type: list
     elements: str
     default: []
+  requirements_file:
+    description:
+      - A pip requirements file on the host; RV(requirements_file_unmet) lists its requirements the environment
+        does not meet, read as O(requirements) are. A file with an option line (V(-r), V(-e), V(--hash) and the
+        like), or that cannot be read, is never met; every line is listed, and pip decides.
+    type: path
   require:
     description:
       - Fail when a module of O(modules) cannot be found or a distribution of O(distributions) is not installed,
@@ -153,6 +159,12 @@ requirements_unmet:
   type: list
   elements: str
   sample: [torch==2.13.0]
+requirements_file_unmet:
+  description: The requirements of O(requirements_file) the environment does not meet, in the file's order.
+  returned: when O(requirements_file) is set
+  type: list
+  elements: str
+  sample: [specforge==0.2.0]
 '''
 
 import importlib.util
@@ -238,6 +250,19 @@ def unmet_requirements(requirements):
     return unmet
 
 
+def requirement_lines(path):
+    """The requirement strings of a pip requirements file, comments and blank lines left out; (lines, True) when
+    pip alone can read it (an option line, a continuation, a file that cannot be read)."""
+    try:
+        with open(path, encoding='utf-8') as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError):
+        return [path], True
+    lines = [line.split(' #', 1)[0].strip() for line in text.splitlines()]
+    lines = [line for line in lines if line and not line.startswith('#')]
+    return lines, any(line.startswith('-') or line.endswith('\\') for line in lines)
+
+
 def unsupported_versions(installed, versions):
     """``<name> <version>`` of each installed distribution whose version ``versions`` ({name: [version]}) does
     not list."""
@@ -252,6 +277,7 @@ def main():
             distributions=dict(type='list', elements='str', default=[]),
             editable_paths=dict(type='list', elements='path', default=[]),
             requirements=dict(type='list', elements='str', default=[]),
+            requirements_file=dict(type='path'),
             require=dict(type='bool', default=False),
             role=dict(type='str', default=''),
             advice=dict(type='str', default=''),
@@ -284,6 +310,9 @@ def main():
         editable_paths_missing=[p for p in params['editable_paths'] if os.path.realpath(p) not in have],
         requirements_unmet=unmet_requirements(params['requirements']),
     )
+    if params['requirements_file']:
+        lines, pip_alone = requirement_lines(params['requirements_file'])
+        result['requirements_file_unmet'] = lines if pip_alone else unmet_requirements(lines)
     absent = ['no distribution named %s is installed' % name
               for name, version in result['distributions'].items() if version is None]
     role = params['role'] + ': ' if params['role'] else ''

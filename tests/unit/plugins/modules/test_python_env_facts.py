@@ -130,3 +130,21 @@ def test_without_packaging_every_requirement_is_unmet(site, capsys, monkeypatch)
     monkeypatch.setitem(sys.modules, 'packaging.requirements', None)
     result = run({'requirements': ['demo-dist==1.2.3']}, capsys)
     assert result['requirements_unmet'] == ['demo-dist==1.2.3']
+
+
+def test_the_requirements_of_a_file_the_venv_does_not_meet(site, capsys, tmp_path):
+    """ml_env's requirements file: comments and blank lines left out; a file pip alone reads (an option line, a
+    continuation, none at all) is unmet as a whole."""
+    plain = tmp_path / 'plain.txt'
+    plain.write_text('# the pinned set\n\ndemo-dist==1.2.3  # met\nno-such-dist==1.0\n')
+    result = run({'requirements_file': str(plain)}, capsys)
+    assert result['requirements_file_unmet'] == ['no-such-dist==1.0']
+    plain.write_text('demo-dist==1.2.3\n')
+    assert run({'requirements_file': str(plain)}, capsys)['requirements_file_unmet'] == []
+    for text in ('-r other.txt\ndemo-dist==1.2.3\n', 'demo-dist==1.2.3 \\\n  --hash=sha256:00\n'):
+        plain.write_text(text)
+        assert run({'requirements_file': str(plain)}, capsys)['requirements_file_unmet'] == [
+            line.split(' #')[0].strip() for line in text.splitlines() if line.strip()]
+    assert run({'requirements_file': str(tmp_path / 'none.txt')}, capsys)['requirements_file_unmet'] == [
+        str(tmp_path / 'none.txt')]
+    assert 'requirements_file_unmet' not in run({}, capsys)
