@@ -62,3 +62,21 @@ def test_containers_see_their_own_address_and_stand_in_nvidia_smi():
         assert lines[3] in ('running', 'degraded'), (name, lines)
         assert lines[4].split()[2] == address, (name, lines)
         assert re.search(r' src %s( |$)' % re.escape(address), lines[5]), (name, lines)
+
+
+def test_up_with_names_converges_those_hosts_alone():
+    """`up.sh ct1` leaves a stopped ct2 stopped (a test beside it may have stopped it on purpose), `up.sh pve1`
+    converges no container, `up.sh ct2` starts it again; a name the fleet does not have is refused."""
+    unknown = subprocess.run(['bash', UP, 'ct9'], capture_output=True, text=True, check=False)
+    assert unknown.returncode == 2 and 'no host ct9 in fleet.conf' in unknown.stderr, unknown.stderr
+    assert fleet_ssh('10.200.0.2', 'pct stop 102').returncode == 0
+    try:
+        for names in (['ct1'], ['pve1']):
+            other = subprocess.run(['bash', UP] + names, capture_output=True, text=True, check=False)
+            assert other.returncode == 0, other.stderr
+            assert fleet_ssh('10.200.0.2', 'pct status 102').stdout == 'status: stopped\n', (names, other.stderr)
+        named = subprocess.run(['bash', UP, 'ct2'], capture_output=True, text=True, check=False)
+        assert named.returncode == 0 and 'starting container ct2' in named.stderr, named.stderr
+    finally:
+        subprocess.run(['bash', UP], capture_output=True, check=False)
+    assert fleet_ssh('10.200.0.2', 'pct status 102').stdout == 'status: running\n'
