@@ -21,8 +21,12 @@ trap 'rm -rf "$RESULTS"' EXIT
 # once, before the lanes: the torch venv (the check lane's tests/capture, tests/job and tests/online; the fleet
 # lane's output checks, read with SpecForge's loader), the fleet's template (the containers' root file system, which
 # the check lane's tests/standins/test_pct_standin.py unpacks too) and its wheelhouse (the containers' packages)
+# (the template, debootstrap from the apt mirror, beside the torch venv, pip from the index)
+( step_to "$RESULTS/setup.rootfs" rootfs bash lab/fleet/rootfs.sh 2>&1 | sed -u 's/^/[rootfs] /' ) &
+rootfs_pid=$!
 step_to "$RESULTS/setup" torch-venv bash lab/bootstrap/torch-venv.sh
-step_to "$RESULTS/setup" rootfs bash lab/fleet/rootfs.sh
+wait "$rootfs_pid"
+cat "$RESULTS/setup.rootfs" >> "$RESULTS/setup" 2>/dev/null
 step_to "$RESULTS/setup" wheelhouse bash lab/fleet/wheelhouse.sh
 
 # the check lane: its output prefixed, so that a CI log tells the lanes apart while both run

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: eagle3.extraction contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The mutation check: proof that a change to the tests left nothing tested less (issue 46).
@@ -164,11 +163,11 @@ def run_tests(repo, venv, tests, timeout):
                             stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
     _CHILD = proc
     try:
-        out, _ = proc.communicate(timeout=timeout)
+        out = proc.communicate(timeout=timeout)[0]
         rc = proc.returncode
     except subprocess.TimeoutExpired:
         kill_child()
-        out, _ = proc.communicate()
+        out = proc.communicate()[0]
         rc = None
     finally:
         if proc.poll() is None:
@@ -419,7 +418,7 @@ def now():
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--repo", help="the checkout to mutate (its venvs made)")
     parser.add_argument("--only", nargs="+", metavar="ID", help="these mutants alone")
     parser.add_argument("--mutants", default=os.path.join(HERE, "mutants.py"),
