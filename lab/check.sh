@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# `make check`: what needs no fleet, the developers' inner loop (README), in three lanes side by side on the two
-# cores (each waits in part: on subprocesses, sockets, timeouts): ansible-lint then sanity; the controller venv's
-# suites that need no fleet; the torch venv's (the job, the capture, the online mode). lab/run-all.sh runs it as its
-# check lane, beside the fleet.
-# Usage: lab/check.sh [RESULTS_FILE]   with a file, appends its steps' rows there (lab/steps.sh) and prints no
-#                                       table; without, prints the table and fails when a step failed
+# `make check`: what needs no fleet, the developers' inner loop (README): ansible-lint then sanity; the controller
+# venv's suites that need no fleet; the torch venv's (the job, the capture, the online mode). Alone, in three lanes
+# side by side on the two cores (each waits in part: on subprocesses, sockets, timeouts). lab/run-all.sh runs it
+# with --one-lane as its check lane, one step after another beside the fleet's: three more lanes there would take
+# the CPU the fleet's scenarios and the timing tests of tests/capture and tests/job need (seen: a load of 7, a
+# capture test past its 30 s deadline).
+# Usage: lab/check.sh [--one-lane] [RESULTS_FILE]   with a file, appends its steps' rows there (lab/steps.sh) and
+#                                                   prints no table; without, prints the table and fails when a step
+#                                                   failed
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export PATH=$PWD/.venv/bin:$PATH
@@ -12,6 +15,8 @@ export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
 # shellcheck source=lab/steps.sh
 . lab/steps.sh
 
+one_lane=
+if [ "${1:-}" = --one-lane ]; then one_lane=1; shift; fi
 results=${1:-}
 own=
 if [ -z "$results" ]; then
@@ -21,16 +26,23 @@ if [ -z "$results" ]; then
 fi
 bash lab/bootstrap/torch-venv.sh >/dev/null
 
-lint_lane() {
+lint() {
   step_to "$1" ansible-lint ansible-lint --profile production
   step_to "$1" sanity bash lab/sanity.sh
 }
-( lint_lane "$results.lint" 2>&1 | sed -u 's/^/[lint] /' ) &
-lint_pid=$!
-( step_to "$results.offline" pytest:offline make -s --no-print-directory pytest-offline 2>&1 | sed -u 's/^/[offline] /' ) &
-offline_pid=$!
-step_to "$results.torch" pytest:torch make -s --no-print-directory pytest-torch
-wait "$lint_pid" "$offline_pid"
-cat "$results.lint" "$results.offline" "$results.torch" >> "$results" 2>/dev/null
-rm -f "$results.lint" "$results.offline" "$results.torch"
+offline() { step_to "$1" pytest:offline make -s --no-print-directory pytest-offline; }
+torch() { step_to "$1" pytest:torch make -s --no-print-directory pytest-torch; }
+
+if [ -n "$one_lane" ]; then
+  lint "$results"; offline "$results"; torch "$results"
+else
+  ( lint "$results.lint" 2>&1 | sed -u 's/^/[lint] /' ) &
+  lint_pid=$!
+  ( offline "$results.offline" 2>&1 | sed -u 's/^/[offline] /' ) &
+  offline_pid=$!
+  torch "$results.torch"
+  wait "$lint_pid" "$offline_pid"
+  cat "$results.lint" "$results.offline" "$results.torch" >> "$results" 2>/dev/null
+  rm -f "$results.lint" "$results.offline" "$results.torch"
+fi
 [ -z "$own" ] || print_table "$SECONDS" "$results"

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# `make test`: every check of the project, each step timed, in two lanes that run side by side
-# (tests/README.md, "Where the time goes"):
-#   the fleet lane   the local fleet and everything that runs on it: the fleet's pytest modules, the
-#                    whole-fleet scenarios, the molecule scenarios. Mostly waiting (ansible over SSH, systemd
-#                    restarts, the stand-in servers' paced forward passes): about one core.
-#   the check lane   what needs no fleet: `make check` (ansible-lint, sanity, the controller's and the torch
-#                    venv's suites), on the other core, started at once in the background.
-# Before the lanes: what both use, built once (the two venvs; the fleet's wheelhouse). A failing step does not
-# stop the others; the run fails if any step failed. Ends with one timing table of both lanes.
+# `make test`: every check of the project, each step timed, in lanes that run side by side (tests/README.md,
+# "Where the time goes"):
+#   fleet         the local fleet and what runs on ct1 to ct3: the fleet's own tests, the whole-fleet scenarios,
+#                 molecule's gpu_check and sglang_server. Mostly waiting (ansible over SSH, systemd restarts, the
+#                 stand-in servers' paced forward passes).
+#   fleet.beside  what never touches what the fleet lane does: ct4's test, molecule's proxmox_container, then (once
+#                 the rollout test, which remakes ct1, is over) molecule's ml_env and sglang_patch.
+#   check         what needs no fleet: `make check` (ansible-lint, sanity, the controller's and the torch venv's
+#                 suites), one step after another, started at once in the background.
+# Before the lanes: what all use, built once (the torch venv and the fleet's template side by side, then its
+# wheelhouse). A failing step does not stop the others; the run fails if any step failed. Ends with one timing
+# table of every lane.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export PATH=$PWD/.venv/bin:$PATH
@@ -29,8 +32,9 @@ wait "$rootfs_pid"
 cat "$RESULTS/setup.rootfs" >> "$RESULTS/setup" 2>/dev/null
 step_to "$RESULTS/setup" wheelhouse bash lab/fleet/wheelhouse.sh
 
-# the check lane: its output prefixed, so that a CI log tells the lanes apart while both run
-( bash lab/check.sh "$RESULTS/check" 2>&1 | sed -u 's/^/[check] /' ) &
+# the check lane (make check, its steps one after another): its output prefixed, so that a CI log tells the lanes
+# apart while they run
+( bash lab/check.sh --one-lane "$RESULTS/check" 2>&1 | sed -u 's/^/[check] /' ) &
 check_pid=$!
 
 # the molecule scenarios of a role alone on ct1 that the fleet's scenarios leave be (lab/run-all.sh's lane beside)
